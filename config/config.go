@@ -1,0 +1,78 @@
+// Package config holds nxdnsd's configuration: the types, their defaults,
+// loading from TOML (unknown keys are errors), validation that reports every
+// problem with its TOML path, and the embedded default configuration.
+package config
+
+// Config is the whole configuration file. Field comments give the TOML key;
+// defaults live in Default.
+type Config struct {
+	Server       Server         `toml:"server"`
+	Upstream     UpstreamPolicy `toml:"upstream"`
+	Upstreams    []Upstream     `toml:"upstreams"`
+	ForwardZones []ForwardZone  `toml:"forward_zones"`
+	LocalRecords []LocalRecord  `toml:"local_records"`
+	QueryLog     QueryLog       `toml:"query_log"`
+	Admin        Admin          `toml:"admin"`
+	Log          Log            `toml:"log"`
+}
+
+// Server is the [server] table: where clients reach nxdnsd.
+type Server struct {
+	Listen               []string `toml:"listen"`                 // each address served on UDP and TCP
+	TCPIdleTimeoutMS     int      `toml:"tcp_idle_timeout_ms"`    // a TCP client must deliver a whole query within this
+	MaxTCPConnections    int      `toml:"max_tcp_connections"`    // concurrent client TCP connections
+	MaxConcurrentQueries int      `toml:"max_concurrent_queries"` // queries served at once; past it, REFUSED
+}
+
+// UpstreamPolicy is the [upstream] table: the pool's budget and health policy.
+type UpstreamPolicy struct {
+	AttemptTimeoutMS int `toml:"attempt_timeout_ms"` // observation interval of one attempt
+	TotalTimeoutMS   int `toml:"total_timeout_ms"`   // one query's whole budget in the pool
+	ReadTimeoutMS    int `toml:"read_timeout_ms"`    // one whole forward-zone exchange
+	FailureThreshold int `toml:"failure_threshold"`  // consecutive recorded failures before backoff
+	BackoffMS        int `toml:"backoff_ms"`         // first backoff
+	BackoffMaxMS     int `toml:"backoff_max_ms"`     // backoff ceiling
+}
+
+// Upstream is one [[upstreams]] entry. Priority is its position in the list.
+type Upstream struct {
+	Name    string `toml:"name"`    // unique; defaults to Address
+	Address string `toml:"address"` // udp://IP:PORT, tcp://IP:PORT, tls://HOST:PORT, https://HOST/PATH
+	IP      string `toml:"ip"`      // tls/https: pins the dial address; HOST stays the TLS name
+	Slots   int    `toml:"slots"`   // most exchanges in flight at once, 1..4096
+	CAFile  string `toml:"ca_file"` // tls/https: trust this PEM CA instead of the system roots
+	Enabled *bool  `toml:"enabled"` // nil means true
+}
+
+// IsEnabled reports whether the upstream takes part in the pool.
+func (u Upstream) IsEnabled() bool { return u.Enabled == nil || *u.Enabled }
+
+// ForwardZone is one [[forward_zones]] entry.
+type ForwardZone struct {
+	Zone     string `toml:"zone"`     // fully qualified; queries at or below it
+	Resolver string `toml:"resolver"` // IP:PORT of the one resolver for the zone
+}
+
+// LocalRecord is one [[local_records]] entry, answered by nxdnsd itself.
+type LocalRecord struct {
+	Name  string `toml:"name"`
+	Type  string `toml:"type"` // A, AAAA, CNAME, TXT, PTR
+	Value string `toml:"value"`
+	TTL   int    `toml:"ttl"`
+}
+
+// QueryLog is the [query_log] table.
+type QueryLog struct {
+	Path     string `toml:"path"`     // "" off, "-" stdout, else a file
+	Attempts bool   `toml:"attempts"` // also log each pool query's attempt trail
+}
+
+// Admin is the [admin] table.
+type Admin struct {
+	Listen string `toml:"listen"` // HTTP for /metrics and /api/health; "" disables
+}
+
+// Log is the [log] table.
+type Log struct {
+	Level string `toml:"level"` // debug, info, warn, error
+}

@@ -1,0 +1,40 @@
+package wire
+
+import "errors"
+
+// Sentinel errors of the transports. Each is placed in an error group by
+// actors.Classify; Sentinels lists them all so a test there can prove that
+// none was forgotten.
+var (
+	// ErrBudgetExhausted: the query's own deadline passed before the work
+	// could be done. It is evidence about the pool's budget, never about an
+	// upstream.
+	ErrBudgetExhausted = errors.New("budget exhausted")
+
+	// ErrRefused: the upstream answered REFUSED.
+	ErrRefused = errors.New("upstream refused the query")
+
+	// ErrIDMismatch: the answer's ID is not the query's.
+	ErrIDMismatch = errors.New("answer ID does not match the query")
+
+	// ErrQuestionMismatch: the answer's question is not the query's.
+	ErrQuestionMismatch = errors.New("answer question does not match the query")
+
+	// ErrMalformed: the answer could not be parsed.
+	ErrMalformed = errors.New("malformed answer")
+
+	// ErrTruncated: the answer was truncated where no fallback was possible.
+	ErrTruncated = errors.New("truncated answer")
+
+	// ErrPack: the query could not be encoded. It is our fault, not the
+	// upstream's.
+	ErrPack = errors.New("packing the query")
+)
+
+// Sentinels returns every sentinel error declared above.
+func Sentinels() []error {
+	return []error{
+		ErrBudgetExhausted, ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
+		ErrMalformed, ErrTruncated, ErrPack,
+	}
+}
