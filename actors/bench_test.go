@@ -1,0 +1,36 @@
+package actors
+
+import (
+	"context"
+	"testing"
+
+	"github.com/miekg/dns"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// BenchmarkPoolExchange measures the pool's own cost per query: an instant
+// transport, two upstreams, queries from every core at once.
+func BenchmarkPoolExchange(b *testing.B) {
+	reply := query()
+	reply.Response = true
+	instant := wire.ExchangerFunc(func(_ context.Context, _ *dns.Msg) (*dns.Msg, error) { return reply, nil })
+	pool, err := NewPool(defaults, []Spec{
+		{Name: "a", Slots: 1024, Transport: instant},
+		{Name: "b", Slots: 1024, Transport: instant},
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		q := query()
+		var trail [4]Attempt
+		ctx := context.Background()
+		for pb.Next() {
+			if r := pool.Exchange(ctx, q, trail[:0]); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	})
+}

@@ -1,0 +1,235 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"math/bits"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Exchange resolves q through the pool under one deadline,
+// D = now + TotalTimeout, following spec section 4: a non-blocking sweep in
+// priority order, failover after peer faults, a blocking wait on every
+// saturated eligible upstream at once only when none has a free slot, and a
+// second pass that probes backed-off upstreams. It runs on the caller's
+// goroutine.
+//
+// trail is a buffer for the attempt trail (it may be nil); Result.Attempts
+// is trail[:0] with every attempt appended, so a caller that passes a stack
+// array's slice pays no allocation for it.
+//
+// q is never modified. Exchange never returns before every permit it took
+// is returned.
+func (p *Pool) Exchange(ctx context.Context, q *dns.Msg, trail []Attempt) Result {
+	d := dispatch{
+		pool:     p,
+		ctx:      ctx,
+		q:        q,
+		deadline: time.Now().Add(p.policy.TotalTimeout),
+		res:      Result{Upstream: -1, Attempts: trail[:0]},
+	}
+	d.run()
+	if errors.Is(d.res.Err, ErrBudgetExhausted) {
+		p.budgetExhausted.Add(1)
+	}
+	return d.res
+}
+
+// dispatch is one query's walk through the pool. It lives on the query's
+// stack and is touched by no other goroutine.
+type dispatch struct {
+	pool     *Pool
+	ctx      context.Context
+	q        *dns.Msg
+	deadline time.Time
+	tried    uint64 // upstreams attempted: each at most once per query
+	skipped  uint64 // upstreams skipped for backoff in pass one: pass two's probes
+	passTwo  bool
+	res      Result
+}
+
+func (d *dispatch) run() {
+	if d.ctx.Err() != nil {
+		d.res.Err = context.Canceled
+		return
+	}
+	// Pass one: eligible upstreams, in priority order among those that can
+	// take the query now.
+	for {
+		i, trial, ok := d.sweep()
+		if !ok {
+			waitable := d.saturated()
+			if waitable == 0 {
+				break
+			}
+			var err error
+			if i, err = d.wait(waitable); err != nil {
+				d.res.Err = err
+				return
+			}
+		}
+		if over := d.attempt(i, trial, trial); over {
+			return
+		}
+	}
+	// Pass two: probe what pass one skipped for backoff, in order, each
+	// admission blocking but bounded by the same deadline.
+	d.passTwo = true
+	for m := d.skipped &^ d.tried; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		u := d.pool.upstreams[i]
+		trial := false
+		if u.eligibility(time.Now()) == HalfOpen {
+			// A half-open upstream belongs to its one trial query.
+			if !u.trial.CompareAndSwap(false, true) {
+				continue
+			}
+			trial = true
+		}
+		if !u.tryAcquire() {
+			if _, err := d.wait(1 << i); err != nil {
+				if trial {
+					u.trial.Store(false)
+				}
+				d.res.Err = err
+				return
+			}
+		}
+		if over := d.attempt(i, true, trial); over {
+			return
+		}
+	}
+	d.res.Err = ErrAllFailed
+}
+
+// sweep takes a slot, without blocking, on the first eligible untried
+// upstream in priority order that has one, and reports it. A saturated
+// upstream is passed over while another has capacity; the next sweep tries
+// it again. trial says the query holds the upstream's half-open trial.
+func (d *dispatch) sweep() (i int, trial, ok bool) {
+	now := time.Now()
+	for i, u := range d.pool.upstreams {
+		bit := uint64(1) << i
+		if d.tried&bit != 0 {
+			continue
+		}
+		switch u.eligibility(now) {
+		case Healthy:
+			if u.tryAcquire() {
+				return i, false, true
+			}
+		case HalfOpen:
+			if !u.trial.CompareAndSwap(false, true) {
+				continue // another query is the trial: ineligible for this one
+			}
+			if u.tryAcquire() {
+				return i, true, true
+			}
+			u.trial.Store(false)
+			d.skipped |= bit
+		case BackedOff:
+			d.skipped |= bit
+		}
+	}
+	return -1, false, false
+}
+
+// saturated returns the untried upstreams that are eligible without a
+// trial: the ones a blocked query may wait on.
+func (d *dispatch) saturated() uint64 {
+	now := time.Now()
+	var m uint64
+	for i, u := range d.pool.upstreams {
+		if d.tried&(1<<i) == 0 && u.eligibility(now) == Healthy {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// attempt runs one exchange with upstream i, whose slot the query holds,
+// and applies the classification table of spec section 4. It returns the
+// slot (and the trial token when the outcome is not recorded) on every
+// path, and reports whether the query is over.
+func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
+	u := d.pool.upstreams[i]
+	d.tried |= 1 << i
+
+	// One clock read serves both the post-admission health recheck and the
+	// last deadline check before the attempt: nothing happens in between.
+	start := time.Now()
+	el := u.eligibility(start)
+	if !probe && el != Healthy || trial && !d.passTwo && el == BackedOff {
+		// It entered backoff while we waited: give the slot back, let the
+		// sweep move on, and leave it to pass two.
+		u.release()
+		if trial {
+			u.trial.Store(false)
+		}
+		d.tried &^= 1 << i
+		d.skipped |= 1 << i
+		return false
+	}
+	if !start.Before(d.deadline) {
+		// No attempt after the deadline: an instant transport must not
+		// manufacture evidence once the budget is gone.
+		u.release()
+		if trial {
+			u.trial.Store(false)
+		}
+		d.res.Err = ErrBudgetExhausted
+		return true
+	}
+	expiry := start.Add(d.pool.policy.AttemptTimeout)
+	truncated := expiry.After(d.deadline)
+	if truncated {
+		expiry = d.deadline
+	}
+
+	actx, cancel := context.WithDeadline(d.ctx, expiry)
+	msg, err := u.transport.Exchange(actx, d.q)
+	end := time.Now()
+	expired := err != nil && (actx.Err() == context.DeadlineExceeded || !end.Before(expiry))
+	cancel()
+	u.release()
+
+	var outcome Outcome
+	switch {
+	case err == nil:
+		outcome, d.res.Msg, d.res.Err, over = OutcomeAnswer, msg, nil, true
+	case d.ctx.Err() != nil:
+		outcome, d.res.Err, over = OutcomeCanceled, context.Canceled, true
+	case expired && truncated:
+		// Censored: the pool did not grant the full interval, so this says
+		// nothing about the upstream.
+		outcome, d.res.Err, over = OutcomeCensored, ErrBudgetExhausted, true
+	case expired:
+		outcome = OutcomeExpired
+	default:
+		switch Classify(err) {
+		case GroupPeerFault:
+			outcome = OutcomePeerFault
+		case GroupLocalResource:
+			outcome, d.res.Err, over = OutcomeLocalError, err, true
+		case GroupCanceled:
+			outcome, d.res.Err, over = OutcomeCanceled, context.Canceled, true
+		case GroupBudgetExhausted:
+			outcome, d.res.Err, over = OutcomeCensored, ErrBudgetExhausted, true
+		}
+	}
+
+	dur := end.Sub(start)
+	d.res.Attempts = append(d.res.Attempts, Attempt{Upstream: i, Outcome: outcome, Duration: dur, Err: err})
+	if d.pool.observer != nil {
+		d.pool.observer.ObserveAttempt(i, outcome, dur)
+	}
+	if outcome.Recorded() {
+		d.res.Upstream = i // attribution: only after an outcome is recorded
+		u.record(message{outcome: outcome, at: end, probe: probe, trial: trial, err: err})
+	} else if trial {
+		u.trial.Store(false) // hand the trial to the next query
+	}
+	return over
+}

@@ -1,0 +1,411 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The decisive regression of the design note: a primary that stalls its
+// whole attempt at the shipped defaults leaves time for the standby.
+func TestFastStandbyAtDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
+		start := time.Now()
+		r := pool.Exchange(t.Context(), query(), nil)
+		if r.Err != nil || r.Msg == nil || r.Upstream != 1 {
+			t.Fatalf("got err=%v upstream=%d, want an answer from u1", r.Err, r.Upstream)
+		}
+		if got, want := outcomes(r), []string{"u0:expired", "u1:answer"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+		if d := time.Since(start); d != defaults.AttemptTimeout {
+			t.Errorf("took %v, want exactly one attempt budget %v", d, defaults.AttemptTimeout)
+		}
+		pool.sync()
+		if st := pool.Status(); st[0].Failures != 1 || st[1].Successes != 1 {
+			t.Errorf("health u0 failures=%d u1 successes=%d, want 1 and 1", st[0].Failures, st[1].Successes)
+		}
+	})
+}
+
+// holdSlots starts n exchanges that hold slots of the pool until gate
+// gets a value each, and waits until they all hold theirs.
+func holdSlots(t *testing.T, pool *Pool, n int, wg *sync.WaitGroup) {
+	t.Helper()
+	for range n {
+		wg.Go(func() { pool.Exchange(t.Context(), query(), nil) })
+	}
+	synctest.Wait()
+}
+
+// A saturated primary defers to an idle standby instead of queueing.
+// Mutation check: replacing the sweep's tryAcquire with a blocking wait on
+// the highest-priority upstream makes this test fail.
+func TestSaturatedPrimaryDefersToStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan error)
+		pool, fakes := newTestPool(t, defaults, up{slots: 2, fn: gated(gate)}, up{fn: answering})
+		var wg sync.WaitGroup
+		holdSlots(t, pool, 2, &wg)
+		if n := fakes[0].calls.Load(); n != 2 {
+			t.Fatalf("%d exchanges hold u0, want 2", n)
+		}
+
+		start := time.Now()
+		r := pool.Exchange(t.Context(), query(), nil)
+		if r.Err != nil || r.Upstream != 1 {
+			t.Fatalf("got err=%v upstream=%d, want an answer from u1", r.Err, r.Upstream)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("took %v, want no wait at all", d)
+		}
+		if q := pool.QueuedTotal(); q != 0 || r.Queued != 0 {
+			t.Errorf("queued total %d, query queued %v: a non-blocking skip must not count", q, r.Queued)
+		}
+		gate <- nil
+		gate <- nil
+		wg.Wait()
+	})
+}
+
+// A query waiting on two saturated upstreams is woken by whichever frees
+// first, not only by the primary.
+func TestWaitWakesOnAnyUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate0, gate1 := make(chan error), make(chan error)
+		pool, _ := newTestPool(t, defaults, up{slots: 1, fn: gated(gate0)}, up{slots: 1, fn: after(0, answering)})
+		var wg sync.WaitGroup
+		holdSlots(t, pool, 1, &wg) // takes u0's slot
+		// u1's only slot is held by a gated exchange of its own.
+		pool.upstreams[1].transport = &fakeTransport{fn: gated(gate1)}
+		holdSlots(t, pool, 1, &wg)
+
+		done := make(chan Result, 1)
+		go func() { done <- pool.Exchange(t.Context(), query(), nil) }()
+		synctest.Wait()
+		pool.upstreams[1].transport = &fakeTransport{fn: answering}
+		gate1 <- nil // u1 frees first
+		r := <-done
+		if r.Err != nil || r.Upstream != 1 {
+			t.Fatalf("got err=%v upstream=%d, want u1", r.Err, r.Upstream)
+		}
+		if pool.QueuedTotal() != 1 {
+			t.Errorf("queued total %d, want 1", pool.QueuedTotal())
+		}
+		if in := pool.Status()[0].InFlight; in != 1 {
+			t.Errorf("u0 in flight %d, want 1: it had not freed yet", in)
+		}
+		gate0 <- nil
+		wg.Wait()
+	})
+}
+
+// tight is a policy where the second attempt is truncated: attempt 2 s,
+// total 3 s.
+var tight = Policy{
+	AttemptTimeout: 2 * time.Second,
+	TotalTimeout:   3 * time.Second,
+	Health:         HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: 30 * time.Second},
+}
+
+func TestTruncatedExpiryIsCensored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, tight, up{fn: stalling}, up{fn: stalling})
+		start := time.Now()
+		r := pool.Exchange(t.Context(), query(), nil)
+		if !errors.Is(r.Err, ErrBudgetExhausted) {
+			t.Fatalf("err %v, want budget exhausted", r.Err)
+		}
+		if r.Upstream != 0 {
+			t.Errorf("attributed to %d, want u0, the last recorded", r.Upstream)
+		}
+		if got, want := outcomes(r), []string{"u0:expired", "u1:censored"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+		if d := time.Since(start); d != tight.TotalTimeout {
+			t.Errorf("took %v, want the total budget %v", d, tight.TotalTimeout)
+		}
+		pool.sync()
+		st := pool.Status()
+		if st[1].Failures != 0 || st[1].Successes != 0 || st[1].LastError != nil {
+			t.Errorf("u1 health changed by a censored attempt: %+v", st[1])
+		}
+		if st[0].Failures != 1 {
+			t.Errorf("u0 failures %d, want 1", st[0].Failures)
+		}
+		if pool.BudgetExhaustedTotal() != 1 {
+			t.Errorf("budget counter %d, want 1", pool.BudgetExhaustedTotal())
+		}
+	})
+}
+
+func TestTruncatedAttemptRefusedIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, tight, up{fn: stalling}, up{fn: after(100*time.Millisecond, refusing)})
+		r := pool.Exchange(t.Context(), query(), nil)
+		if !errors.Is(r.Err, ErrAllFailed) {
+			t.Fatalf("err %v, want every upstream failed", r.Err)
+		}
+		if r.Upstream != 1 {
+			t.Errorf("attributed to %d, want u1", r.Upstream)
+		}
+		pool.sync()
+		st := pool.Status()
+		if st[1].Failures != 1 || !errors.Is(st[1].LastError, syscall.ECONNREFUSED) {
+			t.Errorf("u1 failures=%d last=%v, want 1 and connection refused", st[1].Failures, st[1].LastError)
+		}
+		if pool.BudgetExhaustedTotal() != 0 {
+			t.Errorf("budget counter %d, want 0: every upstream failed before the deadline", pool.BudgetExhaustedTotal())
+		}
+	})
+}
+
+func TestQueueOnlyExhaustion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan error)
+		pool, _ := newTestPool(t, defaults, up{slots: 1, fn: stubborn(gate)})
+		var wg sync.WaitGroup
+		holdSlots(t, pool, 1, &wg)
+		r := pool.Exchange(t.Context(), query(), nil)
+		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != -1 || len(r.Attempts) != 0 {
+			t.Fatalf("got err=%v upstream=%d attempts=%v, want budget exhausted, none attributed, no attempt", r.Err, r.Upstream, r.Attempts)
+		}
+		if pool.QueuedTotal() != 1 || pool.QueuedSeconds() != defaults.TotalTimeout.Seconds() || r.Queued != defaults.TotalTimeout {
+			t.Errorf("queued %d for %vs (query %v), want 1 for 5s", pool.QueuedTotal(), pool.QueuedSeconds(), r.Queued)
+		}
+		if pool.BudgetExhaustedTotal() != 1 {
+			t.Errorf("budget counter %d, want 1", pool.BudgetExhaustedTotal())
+		}
+		gate <- nil
+		wg.Wait()
+	})
+}
+
+// quick is a policy whose breaker opens on the first failure.
+var quick = Policy{
+	AttemptTimeout: 2500 * time.Millisecond,
+	TotalTimeout:   5000 * time.Millisecond,
+	Health:         HealthPolicy{FailureThreshold: 1, Backoff: time.Second, BackoffMax: 4 * time.Second},
+}
+
+func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, fakes := newTestPool(t, quick, up{fn: refusing}, up{fn: refusing}, up{fn: stalling})
+		// Open every breaker: u0 and u1 refuse at once, u2 stalls.
+		r := pool.Exchange(t.Context(), query(), nil)
+		if got, want := outcomes(r), []string{"u0:peer_fault", "u1:peer_fault", "u2:expired"}; !slices.Equal(got, want) {
+			t.Fatalf("trail %v, want %v", got, want)
+		}
+		pool.sync()
+		for i, st := range pool.Status() {
+			if !st.InBackoff {
+				t.Fatalf("u%d not in backoff", i)
+			}
+		}
+		// u1 recovers; u2 would stall. Still inside every backoff.
+		fakes[1].fn = answering
+		start := time.Now()
+		r = pool.Exchange(t.Context(), query(), nil)
+		if r.Err != nil || r.Upstream != 1 {
+			t.Fatalf("got err=%v upstream=%d, want u1 answering a probe", r.Err, r.Upstream)
+		}
+		if got, want := outcomes(r), []string{"u0:peer_fault", "u1:answer"}; !slices.Equal(got, want) {
+			t.Errorf("probes %v, want %v", got, want)
+		}
+		if time.Since(start) != 0 {
+			t.Errorf("probing took %v, want no time", time.Since(start))
+		}
+		pool.sync()
+		st := pool.Status()
+		if st[1].InBackoff || !st[0].InBackoff {
+			t.Errorf("u1 in backoff=%v (want healthy), u0 in backoff=%v (want still)", st[1].InBackoff, st[0].InBackoff)
+		}
+		if st[0].BackoffUntil.Sub(time.Now()) != 2*time.Second {
+			t.Errorf("u0's failed probe backs off %v, want the doubled 2s", st[0].BackoffUntil.Sub(time.Now()))
+		}
+
+		// With every upstream backed off and stalling, pass two still
+		// ends at the one deadline.
+		fakes[0].fn, fakes[1].fn = stalling, stalling
+		pool.upstreams[1].record(message{outcome: OutcomeExpired, at: time.Now(), err: context.DeadlineExceeded})
+		pool.sync()
+		start = time.Now()
+		r = pool.Exchange(t.Context(), query(), nil)
+		if d := time.Since(start); d > quick.TotalTimeout {
+			t.Errorf("pass two took %v, more than the total budget", d)
+		}
+		if !errors.Is(r.Err, ErrBudgetExhausted) && !errors.Is(r.Err, ErrAllFailed) {
+			t.Errorf("err %v", r.Err)
+		}
+	})
+}
+
+func TestHalfOpenAdmitsOneTrial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, fakes := newTestPool(t, quick, up{fn: refusing}, up{fn: answering})
+		if r := pool.Exchange(t.Context(), query(), nil); r.Upstream != 1 {
+			t.Fatalf("first query: upstream %d", r.Upstream)
+		}
+		pool.sync()
+		time.Sleep(quick.Health.Backoff) // fake time: the backoff ends
+
+		gate := make(chan error)
+		fakes[0].fn = gated(gate)
+		fakes[0].calls.Store(0)
+		results := make(chan Result, 20)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() { results <- pool.Exchange(t.Context(), query(), nil) })
+		}
+		synctest.Wait()
+		if n := fakes[0].calls.Load(); n != 1 {
+			t.Fatalf("%d queries reached the half-open upstream, want exactly 1", n)
+		}
+		if len(results) != 19 {
+			t.Fatalf("%d queries answered meanwhile, want 19 by the standby", len(results))
+		}
+		gate <- errRefused // the trial fails
+		wg.Wait()
+		pool.sync()
+		st := pool.Status()[0]
+		if !st.InBackoff || st.BackoffUntil.Sub(time.Now()) != 2*quick.Health.Backoff {
+			t.Fatalf("after a failed trial: in backoff=%v for %v, want doubled to 2s", st.InBackoff, st.BackoffUntil.Sub(time.Now()))
+		}
+
+		time.Sleep(2 * quick.Health.Backoff)
+		fakes[0].fn = answering
+		if r := pool.Exchange(t.Context(), query(), nil); r.Upstream != 0 {
+			t.Fatalf("trial after the doubled backoff went to u%d, want u0", r.Upstream)
+		}
+		pool.sync()
+		if st := pool.Status()[0]; st.InBackoff || st.ConsecutiveFailures != 0 {
+			t.Errorf("after a successful trial: %+v, want healthy", st)
+		}
+	})
+}
+
+func TestCancellationRecordsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		r := pool.Exchange(ctx, query(), nil)
+		if !errors.Is(r.Err, context.Canceled) || r.Upstream != -1 {
+			t.Fatalf("got err=%v upstream=%d, want canceled with nobody attributed", r.Err, r.Upstream)
+		}
+		if got, want := outcomes(r), []string{"u0:canceled"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+		pool.sync()
+		for i, st := range pool.Status() {
+			if st.Failures+st.Successes != 0 || st.InFlight != 0 {
+				t.Errorf("u%d: %+v, want nothing recorded and the permit returned", i, st)
+			}
+		}
+		if pool.BudgetExhaustedTotal() != 0 {
+			t.Errorf("a cancellation moved the budget counter")
+		}
+	})
+}
+
+func TestNoAttemptAfterTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, fakes := newTestPool(t, defaults, up{fn: answering})
+		u := pool.upstreams[0]
+		if !u.tryAcquire() {
+			t.Fatal("no slot")
+		}
+		d := dispatch{pool: pool, ctx: t.Context(), q: query(), deadline: time.Now(), res: Result{Upstream: -1}}
+		if over := d.attempt(0, false, false); !over {
+			t.Fatal("the query went on past its deadline")
+		}
+		if !errors.Is(d.res.Err, ErrBudgetExhausted) || d.res.Upstream != -1 {
+			t.Errorf("got err=%v upstream=%d", d.res.Err, d.res.Upstream)
+		}
+		if fakes[0].calls.Load() != 0 {
+			t.Error("the transport was called after the deadline")
+		}
+		if len(u.slots) != 0 {
+			t.Error("the slot was not returned")
+		}
+	})
+}
+
+// An upstream that entered backoff while the query waited for its slot
+// gives the slot back, and the query moves on.
+func TestPostAdmissionRecheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate0, gate1 := make(chan error), make(chan error)
+		pool, fakes := newTestPool(t, quick, up{slots: 1, fn: gated(gate0)}, up{slots: 1, fn: gated(gate1)})
+		var wg sync.WaitGroup
+		holdSlots(t, pool, 2, &wg) // one on each upstream
+
+		done := make(chan Result, 1)
+		go func() { done <- pool.Exchange(t.Context(), query(), nil) }()
+		synctest.Wait()
+		// u0 goes into backoff (as another query's failure would do) while
+		// the query waits; then its holder ends with a local error, which
+		// records nothing and frees the slot.
+		pool.upstreams[0].record(message{outcome: OutcomePeerFault, at: time.Now(), err: errRefused})
+		pool.sync()
+		gate0 <- syscall.EMFILE
+		synctest.Wait()
+		gate1 <- nil // the holder of u1 answers; the waiting query takes u1
+		gate1 <- nil // and is answered in turn
+		r := <-done
+		if r.Err != nil || r.Upstream != 1 {
+			t.Fatalf("got err=%v upstream=%d, want u1", r.Err, r.Upstream)
+		}
+		if got, want := outcomes(r), []string{"u1:answer"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v: u0 must not be attempted", got, want)
+		}
+		if n := fakes[0].calls.Load(); n != 1 {
+			t.Errorf("u0 saw %d exchanges, want only its holder's", n)
+		}
+		wg.Wait()
+		if st := pool.Status(); st[0].InFlight+st[1].InFlight != 0 {
+			t.Errorf("permits held after the end: %+v", st)
+		}
+	})
+}
+
+func TestTwoStallingUpstreamsCostOneBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, fakes := newTestPool(t, defaults, up{fn: stalling}, up{fn: stalling}, up{fn: answering})
+		start := time.Now()
+		r := pool.Exchange(t.Context(), query(), nil)
+		if d := time.Since(start); d != defaults.TotalTimeout {
+			t.Errorf("took %v, want the one total budget %v", d, defaults.TotalTimeout)
+		}
+		if got, want := outcomes(r), []string{"u0:expired", "u1:expired"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != 1 {
+			t.Errorf("got err=%v upstream=%d, want budget exhausted attributed to u1", r.Err, r.Upstream)
+		}
+		if fakes[2].calls.Load() != 0 {
+			t.Error("u2 was attempted after the deadline")
+		}
+	})
+}
+
+func TestBudgetCounterOncePerQuery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, tight, up{fn: stalling}, up{fn: stalling})
+		for i := 1; i <= 3; i++ {
+			r := pool.Exchange(t.Context(), query(), nil)
+			if !errors.Is(r.Err, ErrBudgetExhausted) {
+				t.Fatalf("query %d: %v", i, r.Err)
+			}
+			if got := pool.BudgetExhaustedTotal(); got != uint64(i) {
+				t.Fatalf("after %d exhausted queries the counter reads %d", i, got)
+			}
+		}
+	})
+}

@@ -1,0 +1,130 @@
+// Package actors is nxdnsd's upstream pool: one actor per upstream owning
+// its slots and health, and a per-query dispatch that runs on the query's
+// own goroutine under one deadline.
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// MaxUpstreams is the most upstreams one pool holds: the dispatch keeps the
+// set of tried upstreams in a 64-bit mask. Configuration validation refuses
+// more enabled upstreams, so a valid configuration never reaches the limit.
+const MaxUpstreams = 64
+
+var (
+	// ErrBudgetExhausted: the query's deadline passed in the pool. The same
+	// error as the transports', so errors.Is works across layers.
+	ErrBudgetExhausted = wire.ErrBudgetExhausted
+
+	// ErrAllFailed: every upstream the query could try failed before its
+	// deadline (or none could be tried at all).
+	ErrAllFailed = errors.New("every upstream failed")
+)
+
+// Policy is the pool's budget and health configuration.
+type Policy struct {
+	AttemptTimeout time.Duration // the observation interval one attempt is granted
+	TotalTimeout   time.Duration // one query's whole budget, admission included
+	Health         HealthPolicy
+}
+
+// Spec describes one upstream of a new pool. Order is priority.
+type Spec struct {
+	Name      string
+	Address   string
+	Slots     int
+	Transport wire.Exchanger // always non-nil
+}
+
+// Observer hears about every attempt, for metrics. Its method is called on
+// the query's goroutine and must be cheap and safe for concurrent use.
+type Observer interface {
+	ObserveAttempt(upstream int, o Outcome, d time.Duration)
+}
+
+// Pool dispatches queries to its upstreams.
+type Pool struct {
+	policy    Policy
+	upstreams []*Upstream // by priority; fixed after NewPool
+	observer  Observer    // or nil
+
+	budgetExhausted atomic.Uint64 // queries that ended BudgetExhausted, once each
+	queued          atomic.Uint64 // blocking slot waits entered, however they ended
+	queuedNanos     atomic.Int64  // time spent in those waits
+
+	closeOnce sync.Once
+}
+
+// NewPool starts one actor per upstream. Close stops them.
+func NewPool(p Policy, specs []Spec, obs Observer) (*Pool, error) {
+	switch {
+	case len(specs) == 0:
+		return nil, errors.New("pool: no upstreams")
+	case len(specs) > MaxUpstreams:
+		return nil, fmt.Errorf("pool: %d upstreams, at most %d", len(specs), MaxUpstreams)
+	case p.AttemptTimeout <= 0 || p.TotalTimeout < p.AttemptTimeout:
+		return nil, fmt.Errorf("pool: timeouts attempt=%v total=%v", p.AttemptTimeout, p.TotalTimeout)
+	case p.Health.FailureThreshold < 1 || p.Health.Backoff <= 0 || p.Health.BackoffMax < p.Health.Backoff:
+		return nil, fmt.Errorf("pool: health policy %+v", p.Health)
+	}
+	for i, s := range specs {
+		if s.Slots < 1 || s.Transport == nil {
+			return nil, fmt.Errorf("pool: upstream %d (%s): slots=%d transport=%v", i, s.Name, s.Slots, s.Transport)
+		}
+	}
+	pool := &Pool{policy: p, observer: obs}
+	for _, s := range specs {
+		pool.upstreams = append(pool.upstreams, newUpstream(s.Name, s.Address, s.Slots, s.Transport, p.Health))
+	}
+	return pool, nil
+}
+
+// Close stops every actor. Queries must have returned before Close is
+// called; no goroutine of the pool outlives it.
+func (p *Pool) Close() {
+	p.closeOnce.Do(func() {
+		for _, u := range p.upstreams {
+			u.stop()
+		}
+	})
+}
+
+// Len returns the number of upstreams.
+func (p *Pool) Len() int { return len(p.upstreams) }
+
+// Name returns upstream i's name.
+func (p *Pool) Name(i int) string { return p.upstreams[i].Name }
+
+// Status returns every upstream's state, in priority order.
+func (p *Pool) Status() []Status {
+	out := make([]Status, len(p.upstreams))
+	for i, u := range p.upstreams {
+		out[i] = u.status()
+	}
+	return out
+}
+
+// BudgetExhaustedTotal counts queries that ended BudgetExhausted.
+func (p *Pool) BudgetExhaustedTotal() uint64 { return p.budgetExhausted.Load() }
+
+// QueuedTotal counts blocking slot waits, however they ended.
+func (p *Pool) QueuedTotal() uint64 { return p.queued.Load() }
+
+// QueuedSeconds is the time spent in blocking slot waits.
+func (p *Pool) QueuedSeconds() float64 {
+	return time.Duration(p.queuedNanos.Load()).Seconds()
+}
+
+// sync returns once every actor has applied every outcome sent so far.
+func (p *Pool) sync() {
+	for _, u := range p.upstreams {
+		u.sync()
+	}
+}

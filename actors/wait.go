@@ -1,0 +1,99 @@
+package actors
+
+import (
+	"context"
+	"math/bits"
+	"reflect"
+	"time"
+)
+
+// wait blocks until a slot frees on ANY upstream in the mask (a freed
+// lower-priority slot wakes the query too), the deadline passes
+// (ErrBudgetExhausted) or the query is cancelled (context.Canceled). On
+// success the query holds a slot on the returned upstream; on error it
+// holds none. One select decides, so exactly one case wins and a permit can
+// be neither taken twice nor lost.
+//
+// Every call that actually waits counts once in the queued counters,
+// whatever ends it.
+func (d *dispatch) wait(mask uint64) (int, error) {
+	remaining := time.Until(d.deadline)
+	if remaining <= 0 {
+		return -1, ErrBudgetExhausted
+	}
+	p := d.pool
+	start := time.Now()
+	p.queued.Add(1)
+	defer func() {
+		w := time.Since(start)
+		d.res.Queued += w
+		p.queuedNanos.Add(int64(w))
+	}()
+
+	timer := time.NewTimer(remaining)
+	defer timer.Stop()
+
+	if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
+		return d.waitFixed(mask, timer.C)
+	}
+	return d.waitReflect(mask, timer.C)
+}
+
+// fixedWait holds up to four slot channels for one select statement; an
+// absent one is nil, and a send on a nil channel never proceeds. Most pools
+// have one to four upstreams, and this path allocates nothing.
+type fixedWait struct {
+	ch  [4]chan struct{}
+	idx [4]int
+}
+
+func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time) (int, error) {
+	var w fixedWait
+	n := 0
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		w.ch[n], w.idx[n] = d.pool.upstreams[i].slots, i
+		n++
+	}
+	tok := struct{}{}
+	select {
+	case w.ch[0] <- tok:
+		return w.idx[0], nil
+	case w.ch[1] <- tok:
+		return w.idx[1], nil
+	case w.ch[2] <- tok:
+		return w.idx[2], nil
+	case w.ch[3] <- tok:
+		return w.idx[3], nil
+	case <-deadline:
+		return -1, ErrBudgetExhausted
+	case <-d.ctx.Done():
+		return -1, context.Canceled
+	}
+}
+
+// waitReflect is the same select over any number of upstreams.
+func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time) (int, error) {
+	n := bits.OnesCount64(mask)
+	cases := make([]reflect.SelectCase, 0, n+2)
+	idx := make([]int, 0, n)
+	tok := reflect.ValueOf(struct{}{})
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectSend, Chan: reflect.ValueOf(d.pool.upstreams[i].slots), Send: tok})
+		idx = append(idx, i)
+	}
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.ctx.Done())},
+	)
+	chosen, _, _ := reflect.Select(cases)
+	switch {
+	case chosen < n:
+		return idx[chosen], nil
+	case chosen == n:
+		return -1, ErrBudgetExhausted
+	default:
+		return -1, context.Canceled
+	}
+}
