@@ -3,6 +3,8 @@
 // problem with its TOML path, and the embedded default configuration.
 package config
 
+import "time"
+
 // Config is the whole configuration file. Field comments give the TOML key;
 // defaults live in Default.
 type Config struct {
@@ -41,8 +43,32 @@ type Upstream struct {
 	IP      string `toml:"ip"`      // tls/https: pins the dial address; HOST stays the TLS name
 	Slots   int    `toml:"slots"`   // most exchanges in flight at once, 1..4096
 	CAFile  string `toml:"ca_file"` // tls/https: trust this PEM CA instead of the system roots
-	Enabled *bool  `toml:"enabled"` // nil means true
+	Enabled *bool  `toml:"enabled"` // nil (key absent) means true
 }
+
+// A configuration that came from Load or Parse has been validated, so these
+// conversions never see a negative or overflowing value: every millisecond
+// setting is in 1..MaxMilliseconds.
+
+// AttemptTimeout is attempt_timeout_ms as a duration.
+func (p UpstreamPolicy) AttemptTimeout() time.Duration { return ms(p.AttemptTimeoutMS) }
+
+// TotalTimeout is total_timeout_ms as a duration.
+func (p UpstreamPolicy) TotalTimeout() time.Duration { return ms(p.TotalTimeoutMS) }
+
+// ReadTimeout is read_timeout_ms as a duration.
+func (p UpstreamPolicy) ReadTimeout() time.Duration { return ms(p.ReadTimeoutMS) }
+
+// Backoff is backoff_ms as a duration.
+func (p UpstreamPolicy) Backoff() time.Duration { return ms(p.BackoffMS) }
+
+// BackoffMax is backoff_max_ms as a duration.
+func (p UpstreamPolicy) BackoffMax() time.Duration { return ms(p.BackoffMaxMS) }
+
+// TCPIdleTimeout is tcp_idle_timeout_ms as a duration.
+func (s Server) TCPIdleTimeout() time.Duration { return ms(s.TCPIdleTimeoutMS) }
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // IsEnabled reports whether the upstream takes part in the pool.
 func (u Upstream) IsEnabled() bool { return u.Enabled == nil || *u.Enabled }

@@ -1,0 +1,316 @@
+package config
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Validate checks c against every rule of spec section 2 and returns
+// Problems listing all that fail, in the order of the file's sections, or
+// nil. It reads every ca_file. Load and Parse have already called it; it is
+// exported for configurations built in code.
+//
+// It accepts values in their written or their normalised form (see Parse),
+// so that a name is reported as the user wrote it.
+func (c *Config) Validate() error {
+	if ps := c.check(); len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
+// checker collects problems; its methods never stop at the first.
+type checker struct {
+	problems Problems
+}
+
+func (ck *checker) add(path, format string, args ...any) {
+	ck.problems = append(ck.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *Config) check() Problems {
+	var ck checker
+	listens := ck.server(c.Server)
+	ck.policy(c.Upstream)
+	ck.upstreams(c.Upstreams)
+	ck.forwardZones(c.ForwardZones)
+	ck.localRecords(c.LocalRecords)
+	// query_log.path takes any string: whether the file opens is start-up's
+	// business, where the error can name the file and the reason.
+	if l := c.Admin.Listen; l != "" {
+		if ap, ok := ck.bindAddr("admin.listen", l); ok && ap.Port() != 0 {
+			if i, clash := listens[ap]; clash {
+				ck.add("admin.listen", "%q is also server.listen[%d]", l, i)
+			}
+		}
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		ck.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	return ck.problems
+}
+
+// server checks [server] and returns the listen addresses it accepted.
+func (ck *checker) server(s Server) map[netip.AddrPort]int {
+	if len(s.Listen) == 0 {
+		ck.add("server.listen", "at least one address is required")
+	}
+	seen := make(map[netip.AddrPort]int, len(s.Listen))
+	for i, l := range s.Listen {
+		path := fmt.Sprintf("server.listen[%d]", i)
+		ap, ok := ck.bindAddr(path, l)
+		if !ok || ap.Port() == 0 { // every port-0 listener gets its own port
+			continue
+		}
+		if j, dup := seen[ap]; dup {
+			ck.add(path, "%q is also server.listen[%d]", l, j)
+			continue
+		}
+		seen[ap] = i
+	}
+	ck.inRange("server.tcp_idle_timeout_ms", s.TCPIdleTimeoutMS, 1, MaxMilliseconds)
+	ck.inRange("server.max_tcp_connections", s.MaxTCPConnections, 1, math.MaxInt)
+	ck.inRange("server.max_concurrent_queries", s.MaxConcurrentQueries, 1, math.MaxInt)
+	return seen
+}
+
+// bindAddr checks a local address to listen on: an IP literal and a port.
+// An empty host (":53") is refused so that listening on every interface is
+// always spelled out (0.0.0.0 or [::]). Port 0, a kernel-chosen port, is
+// accepted: tests and embedders use it.
+func (ck *checker) bindAddr(path, s string) (netip.AddrPort, bool) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		ck.add(path, "%q is not IP:PORT (IPv6 in brackets; 0.0.0.0 or [::] for every address)", s)
+		return ap, false
+	}
+	return ap, true
+}
+
+func (ck *checker) policy(p UpstreamPolicy) {
+	ck.inRange("upstream.attempt_timeout_ms", p.AttemptTimeoutMS, 1, MaxMilliseconds)
+	ck.inRange("upstream.total_timeout_ms", p.TotalTimeoutMS, 1, MaxMilliseconds)
+	if p.AttemptTimeoutMS > 0 && p.TotalTimeoutMS > 0 && p.TotalTimeoutMS < p.AttemptTimeoutMS {
+		ck.add("upstream.total_timeout_ms", "%d is less than attempt_timeout_ms (%d)", p.TotalTimeoutMS, p.AttemptTimeoutMS)
+	}
+	ck.inRange("upstream.read_timeout_ms", p.ReadTimeoutMS, 1, MaxMilliseconds)
+	ck.inRange("upstream.failure_threshold", p.FailureThreshold, 1, math.MaxInt)
+	ck.inRange("upstream.backoff_ms", p.BackoffMS, 1, MaxMilliseconds)
+	ck.inRange("upstream.backoff_max_ms", p.BackoffMaxMS, 1, MaxMilliseconds)
+	if p.BackoffMS > 0 && p.BackoffMaxMS > 0 && p.BackoffMaxMS < p.BackoffMS {
+		ck.add("upstream.backoff_max_ms", "%d is less than backoff_ms (%d)", p.BackoffMaxMS, p.BackoffMS)
+	}
+}
+
+func (ck *checker) upstreams(us []Upstream) {
+	enabled := 0
+	for _, u := range us {
+		if u.IsEnabled() {
+			enabled++
+		}
+	}
+	switch {
+	case len(us) == 0:
+		ck.add("upstreams", "at least one enabled upstream is required; none is configured")
+	case enabled == 0:
+		ck.add("upstreams", "at least one enabled upstream is required; all %d are disabled", len(us))
+	case enabled > MaxEnabledUpstreams:
+		ck.add("upstreams", "too many enabled upstreams (%d > %d)", enabled, MaxEnabledUpstreams)
+	}
+
+	names := make(map[string]int, len(us))
+	for i, u := range us {
+		p := fmt.Sprintf("upstreams[%d]", i)
+		switch j, dup := names[u.Name]; {
+		case u.Name == "" && u.Address != "":
+			ck.add(p+".name", "must not be empty (omit the key to name the upstream by its address)")
+		case dup && u.Name == u.Address:
+			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name); the name defaults to the address, so give one of them a name", u.Name, j)
+		case dup:
+			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name)", u.Name, j)
+		default:
+			names[u.Name] = i
+		}
+
+		var addr Address
+		parsed := false
+		if u.Address == "" {
+			ck.add(p+".address", "is required")
+		} else if a, err := ParseAddress(u.Address); err != nil {
+			if ae := (*AddressError)(nil); errors.As(err, &ae) {
+				ck.add(p+".address", "%q: %s", ae.Address, ae.Reason)
+			} else {
+				ck.add(p+".address", "%v", err)
+			}
+		} else {
+			addr, parsed = a, true
+		}
+		// ip and ca_file are judged on their own even when the address
+		// is broken: both mistakes are reported at once.
+		if u.IP != "" {
+			if parsed && !addr.IsTLS() {
+				ck.add(p+".ip", "only tls and https upstreams take ip")
+			} else if _, err := netip.ParseAddr(u.IP); err != nil {
+				ck.add(p+".ip", "%q is not an IP address", u.IP)
+			}
+		}
+		ck.inRange(p+".slots", u.Slots, 1, MaxSlots)
+		if u.CAFile != "" {
+			if parsed && !addr.IsTLS() {
+				ck.add(p+".ca_file", "only tls and https upstreams take ca_file")
+			} else if err := checkCAFile(u.CAFile); err != nil {
+				ck.add(p+".ca_file", "%v", err)
+			}
+		}
+	}
+}
+
+// checkCAFile requires at least one PEM certificate and refuses a file
+// where any CERTIFICATE block does not parse: a damaged bundle must not
+// silently trust fewer CAs than its owner thinks (x509.CertPool's
+// AppendCertsFromPEM would skip the bad block).
+func checkCAFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		n++
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return fmt.Errorf("%s: certificate %d: %v", path, n, err)
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: no PEM certificate found", path)
+	}
+	return nil
+}
+
+func (ck *checker) forwardZones(zs []ForwardZone) {
+	seen := make(map[string]int, len(zs))
+	for i, z := range zs {
+		p := fmt.Sprintf("forward_zones[%d]", i)
+		if msg := domainProblem(z.Zone); msg != "" {
+			ck.add(p+".zone", "%s", msg)
+		} else if j, dup := seen[dns.CanonicalName(z.Zone)]; dup {
+			ck.add(p+".zone", "duplicate zone %q (also forward_zones[%d].zone)", dns.CanonicalName(z.Zone), j)
+		} else {
+			seen[dns.CanonicalName(z.Zone)] = i
+		}
+		if z.Resolver == "" {
+			ck.add(p+".resolver", "is required")
+		} else if _, err := parseResolver(z.Resolver); err != nil {
+			ck.add(p+".resolver", "%v", err)
+		}
+	}
+}
+
+func (ck *checker) localRecords(rs []LocalRecord) {
+	type rr struct{ name, typ, value string }
+	seen := make(map[rr]int, len(rs))
+	atName := make(map[string][]int, len(rs)) // canonical name -> earlier valid records
+	for i, r := range rs {
+		p := fmt.Sprintf("local_records[%d]", i)
+		ok := true
+		if msg := domainProblem(r.Name); msg != "" {
+			ck.add(p+".name", "%s", msg)
+			ok = false
+		}
+		typ := strings.ToUpper(r.Type)
+		switch typ {
+		case "A", "AAAA", "CNAME", "TXT", "PTR":
+			value, msg := recordValue(typ, r.Value)
+			if msg != "" {
+				ck.add(p+".value", "%s", msg)
+				ok = false
+			}
+			r.Value = value
+		case "":
+			ck.add(p+".type", "is required")
+			ok = false
+		default:
+			ck.add(p+".type", "%q is not one of A, AAAA, CNAME, TXT, PTR", r.Type)
+			ok = false
+		}
+		ck.inRange(p+".ttl", r.TTL, 0, MaxTTL)
+		if !ok {
+			continue
+		}
+
+		name := dns.CanonicalName(r.Name)
+		k := rr{name, typ, r.Value}
+		if j, dup := seen[k]; dup {
+			ck.add(p, "duplicate of local_records[%d]", j)
+			continue
+		}
+		seen[k] = i
+		// RFC 1034 section 3.6.2: a name with a CNAME has no other data.
+		for _, j := range atName[name] {
+			if typ == "CNAME" || strings.EqualFold(rs[j].Type, "CNAME") {
+				ck.add(p, "a CNAME must be the only record at %s, but local_records[%d] is there too", name, j)
+				break
+			}
+		}
+		atName[name] = append(atName[name], i)
+	}
+}
+
+// recordValue checks a record's value against its type (upper-case) and
+// returns it in canonical form, or a message saying what is wrong.
+func recordValue(typ, v string) (canonical, msg string) {
+	switch typ {
+	case "A":
+		if ip, err := netip.ParseAddr(v); err == nil && ip.Is4() {
+			return ip.String(), ""
+		}
+		return v, fmt.Sprintf("%q is not an IPv4 address", v)
+	case "AAAA":
+		if ip, err := netip.ParseAddr(v); err == nil && ip.Is6() && ip.Zone() == "" {
+			return ip.String(), ""
+		}
+		return v, fmt.Sprintf("%q is not an IPv6 address", v)
+	case "CNAME", "PTR":
+		if msg := domainProblem(v); msg != "" {
+			return v, msg
+		}
+		return dns.CanonicalName(v), ""
+	default: // TXT
+		switch {
+		case v == "":
+			return v, "is required"
+		case len(v) > maxTXTLen:
+			return v, fmt.Sprintf("is %d bytes; one TXT string holds at most %d", len(v), maxTXTLen)
+		}
+		return v, ""
+	}
+}
+
+// inRange reports v outside lo..hi at path.
+func (ck *checker) inRange(path string, v, lo, hi int) {
+	switch {
+	case v < lo && lo == 1:
+		ck.add(path, "must be > 0, got %d", v)
+	case v < lo:
+		ck.add(path, "must be at least %d, got %d", lo, v)
+	case v > hi:
+		ck.add(path, "must be at most %d, got %d", hi, v)
+	}
+}

@@ -1,0 +1,256 @@
+package config
+
+import (
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestRules has, for every validation rule, a case that breaks it and the
+// exact paths reported, next to valid edge cases that must pass (want nil).
+func TestRules(t *testing.T) {
+	t.Parallel()
+	ca := writeCA(t)
+	notPEM := writeFile(t, "not.pem", []byte("not a certificate\n"))
+	keyOnly := writeFile(t, "key.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1, 2, 3}}))
+	badCert := writeFile(t, "bad.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}))
+
+	tlsWith := func(key, value string) string {
+		return "[[upstreams]]\naddress = \"tls://dns.example:853\"\n" + key + " = " + value + "\n"
+	}
+	udpWith := func(key, value string) string {
+		return "[[upstreams]]\naddress = \"udp://9.9.9.9:53\"\n" + key + " = " + value + "\n"
+	}
+	zone := func(zone, resolver string) string {
+		return okUpstream + "[[forward_zones]]\nzone = " + quote(zone) + "\nresolver = " + quote(resolver) + "\n"
+	}
+	record := func(name, typ, value string) string {
+		return fmt.Sprintf("\n[[local_records]]\nname = %s\ntype = %s\nvalue = %s\n", quote(name), quote(typ), quote(value))
+	}
+
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		// [server]
+		{"listen empty", "[server]\nlisten = []" + okUpstream, []string{"server.listen"}},
+		{"listen hostname", "[server]\nlisten = [\"localhost:53\"]" + okUpstream, []string{"server.listen[0]"}},
+		{"listen without port", "[server]\nlisten = [\"127.0.0.1:53\", \"127.0.0.2\"]" + okUpstream, []string{"server.listen[1]"}},
+		{"listen without host", "[server]\nlisten = [\":53\"]" + okUpstream, []string{"server.listen[0]"}},
+		{"listen IPv6 without brackets", "[server]\nlisten = [\"::1:53\"]" + okUpstream, []string{"server.listen[0]"}},
+		{"listen twice", "[server]\nlisten = [\"[::1]:53\", \"127.0.0.1:53\", \"[::1]:53\"]" + okUpstream, []string{"server.listen[2]"}},
+		{"listen port 0 twice", "[server]\nlisten = [\"127.0.0.1:0\", \"127.0.0.1:0\"]" + okUpstream, nil},
+		{"tcp idle 0", "[server]\ntcp_idle_timeout_ms = 0" + okUpstream, []string{"server.tcp_idle_timeout_ms"}},
+		{"tcp idle too long", "[server]\ntcp_idle_timeout_ms = 2147483648" + okUpstream, []string{"server.tcp_idle_timeout_ms"}},
+		{"max tcp connections 0", "[server]\nmax_tcp_connections = 0" + okUpstream, []string{"server.max_tcp_connections"}},
+		{"max concurrent queries negative", "[server]\nmax_concurrent_queries = -1" + okUpstream, []string{"server.max_concurrent_queries"}},
+
+		// [upstream]
+		{"attempt 0", "[upstream]\nattempt_timeout_ms = 0" + okUpstream, []string{"upstream.attempt_timeout_ms"}},
+		{"total 0", "[upstream]\ntotal_timeout_ms = 0" + okUpstream, []string{"upstream.total_timeout_ms"}},
+		{"total below attempt", "[upstream]\nattempt_timeout_ms = 3000\ntotal_timeout_ms = 2999" + okUpstream, []string{"upstream.total_timeout_ms"}},
+		{"total equals attempt", "[upstream]\nattempt_timeout_ms = 3000\ntotal_timeout_ms = 3000" + okUpstream, nil},
+		{"read 0", "[upstream]\nread_timeout_ms = 0" + okUpstream, []string{"upstream.read_timeout_ms"}},
+		{"failure threshold 0", "[upstream]\nfailure_threshold = 0" + okUpstream, []string{"upstream.failure_threshold"}},
+		{"backoff 0", "[upstream]\nbackoff_ms = 0" + okUpstream, []string{"upstream.backoff_ms"}},
+		{"backoff max below backoff", "[upstream]\nbackoff_ms = 2000\nbackoff_max_ms = 1999" + okUpstream, []string{"upstream.backoff_max_ms"}},
+		{"backoff max equals backoff", "[upstream]\nbackoff_ms = 2000\nbackoff_max_ms = 2000" + okUpstream, nil},
+
+		// [[upstreams]]
+		{"no upstreams", "", []string{"upstreams"}},
+		{"all disabled", udpWith("enabled", "false"), []string{"upstreams"}},
+		{"address missing", "[[upstreams]]\nname = \"x\"", []string{"upstreams[0].address"}},
+		{"address unknown scheme", okUpstream + "[[upstreams]]\naddress = \"quic://9.9.9.9:853\"", []string{"upstreams[1].address"}},
+		{"address udp hostname", "[[upstreams]]\naddress = \"udp://dns.quad9.net:53\"", []string{"upstreams[0].address"}},
+		{"address without scheme", "[[upstreams]]\naddress = \"9.9.9.9\"", []string{"upstreams[0].address"}},
+		{"ip on udp", udpWith("ip", "\"9.9.9.9\""), []string{"upstreams[0].ip"}},
+		{"ip not an IP", tlsWith("ip", "\"dns.quad9.net\""), []string{"upstreams[0].ip"}},
+		{"ip on tls", tlsWith("ip", "\"2620:fe::fe\""), nil},
+		{"ca_file on tcp", "[[upstreams]]\naddress = \"tcp://9.9.9.9:53\"\nca_file = " + quote(ca), []string{"upstreams[0].ca_file"}},
+		{"ca_file missing", tlsWith("ca_file", quote(ca+".absent")), []string{"upstreams[0].ca_file"}},
+		{"ca_file not PEM", tlsWith("ca_file", quote(notPEM)), []string{"upstreams[0].ca_file"}},
+		{"ca_file without certificate", tlsWith("ca_file", quote(keyOnly)), []string{"upstreams[0].ca_file"}},
+		{"ca_file broken certificate", tlsWith("ca_file", quote(badCert)), []string{"upstreams[0].ca_file"}},
+		{"ca_file on https", "[[upstreams]]\naddress = \"https://dns.example/dns-query\"\nca_file = " + quote(ca), nil},
+		{"name duplicate", udpWith("name", "\"a\"") + "[[upstreams]]\nname = \"a\"\naddress = \"udp://1.1.1.1:53\"", []string{"upstreams[1].name"}},
+		{"name duplicate by address", okUpstream + okUpstream, []string{"upstreams[1].name"}},
+		{"same address, distinct names", udpWith("name", "\"a\"") + udpWith("name", "\"b\""), nil},
+		{"name empty", udpWith("name", "\"\""), []string{"upstreams[0].name"}},
+		{"slots 0", udpWith("slots", "0"), []string{"upstreams[0].slots"}},
+		{"slots 4097", udpWith("slots", "4097"), []string{"upstreams[0].slots"}},
+		{"slots 1 and 4096", udpWith("slots", "1") + "[[upstreams]]\naddress = \"udp://1.1.1.1:53\"\nslots = 4096", nil},
+		{"disabled entries are still checked", okUpstream + "[[upstreams]]\naddress = \"udp://x:53\"\nenabled = false", []string{"upstreams[1].address"}},
+
+		// [[forward_zones]]
+		{"zone empty label", zone("a..lan", "192.0.2.1:53"), []string{"forward_zones[0].zone"}},
+		{"zone with space", zone("my lan", "192.0.2.1:53"), []string{"forward_zones[0].zone"}},
+		{"zone missing", okUpstream + "[[forward_zones]]\nresolver = \"192.0.2.1\"", []string{"forward_zones[0].zone"}},
+		{"zone duplicate", zone("lan", "192.0.2.1:53") + "[[forward_zones]]\nzone = \"LAN.\"\nresolver = \"192.0.2.2:53\"", []string{"forward_zones[1].zone"}},
+		{"resolver hostname", zone("lan.", "router.lan:53"), []string{"forward_zones[0].resolver"}},
+		{"resolver missing", okUpstream + "[[forward_zones]]\nzone = \"lan.\"", []string{"forward_zones[0].resolver"}},
+		{"resolver port 0", zone("lan.", "192.0.2.1:0"), []string{"forward_zones[0].resolver"}},
+		{"resolver IPv6 without brackets", zone("lan.", "fd00::1"), []string{"forward_zones[0].resolver"}},
+		{"resolver IPv4 in brackets", zone("lan.", "[192.0.2.1]"), []string{"forward_zones[0].resolver"}},
+		{"resolver IPv6 in brackets, no port", zone("lan.", "[fd00::1]"), nil},
+		{"root zone", zone(".", "192.0.2.1:53"), nil},
+
+		// [[local_records]]
+		{"record name invalid", okUpstream + record("a..lan", "A", "192.0.2.1"), []string{"local_records[0].name"}},
+		{"record name non-ASCII", okUpstream + record("nås.lan", "A", "192.0.2.1"), []string{"local_records[0].name"}},
+		{"record type unknown", okUpstream + record("a.lan", "MX", "10 mx.lan."), []string{"local_records[0].type"}},
+		{"record type missing", okUpstream + "[[local_records]]\nname = \"a.lan\"\nvalue = \"x\"", []string{"local_records[0].type"}},
+		{"A with IPv6", okUpstream + record("a.lan", "A", "fd00::1"), []string{"local_records[0].value"}},
+		{"A with IPv4-mapped IPv6", okUpstream + record("a.lan", "A", "::ffff:192.0.2.1"), []string{"local_records[0].value"}},
+		{"AAAA with IPv4", okUpstream + record("a.lan", "AAAA", "192.0.2.1"), []string{"local_records[0].value"}},
+		{"CNAME not a name", okUpstream + record("a.lan", "CNAME", "b..lan"), []string{"local_records[0].value"}},
+		{"PTR empty", okUpstream + record("1.2.0.192.in-addr.arpa", "PTR", ""), []string{"local_records[0].value"}},
+		{"TXT empty", okUpstream + record("a.lan", "TXT", ""), []string{"local_records[0].value"}},
+		{"TXT 256 bytes", okUpstream + record("a.lan", "TXT", strings.Repeat("x", 256)), []string{"local_records[0].value"}},
+		{"TXT 255 bytes", okUpstream + record("a.lan", "TXT", strings.Repeat("x", 255)), nil},
+		{"lower-case type", okUpstream + record("a.lan", "aaaa", "fd00::1"), nil},
+		{"ttl negative", okUpstream + record("a.lan", "A", "192.0.2.1") + "ttl = -1", []string{"local_records[0].ttl"}},
+		{"ttl above 2^31-1", okUpstream + record("a.lan", "A", "192.0.2.1") + "ttl = 2147483648", []string{"local_records[0].ttl"}},
+		{"ttl 2^31-1", okUpstream + record("a.lan", "A", "192.0.2.1") + "ttl = 2147483647", nil},
+		{"record duplicate", okUpstream + record("a.lan", "A", "192.0.2.1") + record("A.LAN.", "a", "192.0.2.1"), []string{"local_records[1]"}},
+		{"CNAME beside A", okUpstream + record("a.lan", "A", "192.0.2.1") + record("a.lan.", "CNAME", "b.lan"), []string{"local_records[1]"}},
+		{"A beside CNAME", okUpstream + record("a.lan", "CNAME", "b.lan") + record("a.lan.", "A", "192.0.2.1"), []string{"local_records[1]"}},
+		{"two A records", okUpstream + record("a.lan", "A", "192.0.2.1") + record("a.lan", "A", "192.0.2.2"), nil},
+
+		// [admin], [log], [query_log]
+		{"admin listen hostname", "[admin]\nlisten = \"localhost:8053\"" + okUpstream, []string{"admin.listen"}},
+		{"admin listen on a DNS listener", "[server]\nlisten = [\"127.0.0.1:53\"]\n[admin]\nlisten = \"127.0.0.1:53\"" + okUpstream, []string{"admin.listen"}},
+		{"log level unknown", "[log]\nlevel = \"verbose\"" + okUpstream, []string{"log.level"}},
+		{"log level upper-case", "[log]\nlevel = \"WARN\"" + okUpstream, nil},
+		{"query log any path", "[query_log]\npath = \"relative/q.log\"" + okUpstream, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse([]byte(tt.src))
+			assertPaths(t, pathsOf(t, cfg, err), tt.want, err)
+		})
+	}
+}
+
+// upstreamList is n [[upstreams]] entries of which the first disabled are
+// disabled.
+func upstreamList(n, disabled int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "[[upstreams]]\naddress = \"udp://10.0.%d.%d:53\"\n", i/256, i%256)
+		if i < disabled {
+			b.WriteString("enabled = false\n")
+		}
+	}
+	return b.String()
+}
+
+func TestEnabledUpstreamLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		n, disabled int
+		message     string // of the only problem; "" when valid
+	}{
+		{"64 enabled", 64, 0, ""},
+		{"65 enabled", 65, 0, "too many enabled upstreams (65 > 64)"},
+		{"65 listed, one disabled", 65, 1, ""},
+		{"100 listed, 36 disabled", 100, 36, ""},
+		{"100 listed, 30 disabled", 100, 30, "too many enabled upstreams (70 > 64)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse([]byte(upstreamList(tt.n, tt.disabled)))
+			if tt.message == "" {
+				if err != nil {
+					t.Fatalf("want valid, got:\n%v", err)
+				}
+				if len(cfg.Upstreams) != tt.n {
+					t.Errorf("%d upstreams, want %d", len(cfg.Upstreams), tt.n)
+				}
+				return
+			}
+			want := Problems{{Path: "upstreams", Message: tt.message}}
+			if ps := problemsOf(t, err); len(ps) != 1 || ps[0] != want[0] {
+				t.Errorf("problems = %+v, want %+v", ps, want)
+			}
+		})
+	}
+}
+
+// Problems from every section arrive together, in section order, and an
+// address problem does not hide the ip and ca_file problems beside it.
+func TestAllProblemsReported(t *testing.T) {
+	t.Parallel()
+	src := `
+[server]
+listen = []
+max_concurrent_queries = 0
+[upstream]
+attempt_timeout_ms = -5
+read_timeout_ms = 0
+[[upstreams]]
+name = "a"
+address = "tls://dns.example"
+ip = "not-an-ip"
+ca_file = "/nonexistent/ca.pem"
+slots = 5000
+[[upstreams]]
+name = "a"
+address = "udp://192.0.2.1:53"
+enabled = false
+[[forward_zones]]
+zone = ""
+resolver = "x"
+[[local_records]]
+name = "a.lan"
+type = "A"
+value = "x"
+ttl = -1
+[admin]
+listen = "8053"
+[log]
+level = ""
+`
+	want := []string{
+		"server.listen", "server.max_concurrent_queries",
+		"upstream.attempt_timeout_ms", "upstream.read_timeout_ms",
+		"upstreams[0].address", "upstreams[0].ip", "upstreams[0].slots", "upstreams[0].ca_file",
+		"upstreams[1].name",
+		"forward_zones[0].zone", "forward_zones[0].resolver",
+		"local_records[0].value", "local_records[0].ttl",
+		"admin.listen", "log.level",
+	}
+	cfg, err := Parse([]byte(src))
+	assertPaths(t, pathsOf(t, cfg, err), want, err)
+}
+
+func TestValidateBuiltInCode(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	ps := problemsOf(t, cfg.Validate())
+	if len(ps) != 1 || ps[0].Path != "upstreams" {
+		t.Errorf("Default().Validate() = %+v, want only the missing upstreams", ps)
+	}
+	cfg.Upstreams = []Upstream{{Name: "q", Address: "tls://dns.quad9.net:853", Slots: 1}}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate() = %v, want nil", err)
+	}
+}
+
+func TestProblemsError(t *testing.T) {
+	t.Parallel()
+	ps := Problems{
+		{Path: "upstreams", Message: "too many enabled upstreams (65 > 64)"},
+		{Path: "upstreams[3].address", Message: "is required"},
+		{Message: "line 3: expected value"},
+	}
+	want := "config: upstreams: too many enabled upstreams (65 > 64)\n" +
+		"config: upstreams[3].address: is required\n" +
+		"config: line 3: expected value"
+	if got := ps.Error(); got != want {
+		t.Errorf("Error() =\n%s\nwant\n%s", got, want)
+	}
+}
