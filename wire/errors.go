@@ -29,12 +29,18 @@ var (
 	// ErrPack: the query could not be encoded. It is our fault, not the
 	// upstream's.
 	ErrPack = errors.New("packing the query")
+
+	// ErrResolverTimeout: a forward-zone resolver did not answer within the
+	// read timeout (UDP, and TCP after truncation, together). It is peer
+	// evidence about that resolver, never a budget: it deliberately does not
+	// match context.DeadlineExceeded.
+	ErrResolverTimeout = errors.New("resolver timed out")
 )
 
 // Sentinels returns every sentinel error declared above.
 func Sentinels() []error {
 	return []error{
 		ErrBudgetExhausted, ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
-		ErrMalformed, ErrTruncated, ErrPack,
+		ErrMalformed, ErrTruncated, ErrPack, ErrResolverTimeout,
 	}
 }

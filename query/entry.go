@@ -1,0 +1,91 @@
+package query
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+)
+
+// Sources of an answer, as the query log's "source" field names them
+// (spec section 6).
+const (
+	SourceSpecial     = "special"      // an RFC 6761 special-use name, answered here
+	SourceLocal       = "local"        // a configured local record, answered here
+	SourceForwardZone = "forward_zone" // the resolver of a forward zone
+	SourcePool        = "pool"         // the upstream pool
+)
+
+// Outcomes of a forward-zone exchange, the outcome label of
+// nxdns_forward_zone_queries_total.
+const (
+	ZoneAnswer  = "answer"  // the resolver answered; its answer went to the client as it was
+	ZoneTimeout = "timeout" // the resolver did not answer within its deadline; the client got SERVFAIL
+	ZoneError   = "error"   // any other failure of the exchange; the client got SERVFAIL
+)
+
+// Entry is everything one answered query's log line and metrics need
+// (spec sections 6 and 7). Fields that do not apply to the query's source
+// hold their zero value.
+type Entry struct {
+	// Time is when Serve started on the query.
+	Time time.Time
+
+	// Client is the address the query came from; Proto is the listener's
+	// transport ("udp", "tcp"), as the listener passed it to Serve.
+	Client netip.AddrPort
+	Proto  string
+
+	// QName and QType are the question as the client wrote it (case
+	// included; the first, when a malformed query had several). QName is ""
+	// and QType 0 when the query had no readable question.
+	QName string
+	QType uint16
+
+	// Rcode is the rcode of the answer sent, extended bits included.
+	Rcode int
+
+	// Source is one of the Source constants, or "" when the query was
+	// answered before resolution (FORMERR, NOTIMP, BADVERS).
+	Source string
+
+	// Upstream is, for SourcePool, the name of the upstream the pool
+	// attributed the query to, "" when none (logged as null); for
+	// SourceForwardZone, the zone's resolver address; otherwise "".
+	Upstream string
+
+	// Zone is the forward zone that matched and ZoneOutcome one of the Zone
+	// constants; both are "" unless Source is SourceForwardZone.
+	Zone        string
+	ZoneOutcome string
+
+	// Duration is the time from the start of Serve to the packed answer.
+	Duration time.Duration
+
+	// Queued is the time the query spent waiting for an upstream slot.
+	Queued time.Duration
+
+	// Attempts is the pool's attempt trail, in order. It aliases memory that
+	// is reused by later queries: read it during QueryDone, never keep it.
+	Attempts []actors.Attempt
+
+	// PoolErr is the pool's error (see actors.Result.Err), nil when the pool
+	// answered or was not asked.
+	PoolErr error
+}
+
+// Hooks observes queries. The daemon implements it with the query log and
+// the metrics.
+type Hooks interface {
+	// QueryDone is called once for every query that gets an answer, dropped
+	// datagrams excluded, on the goroutine that called Serve, before Serve
+	// returns. It must not retain e nor e.Attempts (copy what it keeps):
+	// both are reused by later queries. Its strings and errors may be kept.
+	QueryDone(e *Entry)
+}
+
+// HooksFunc adapts a function to Hooks.
+type HooksFunc func(e *Entry)
+
+// QueryDone calls f(e).
+func (f HooksFunc) QueryDone(e *Entry) { f(e) }

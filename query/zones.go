@@ -1,0 +1,107 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// Zone is one forward zone: queries at or below Name go to one resolver
+// (spec section 5), never to the pool.
+type Zone struct {
+	// Name is the zone's apex, a domain name; it is matched without regard
+	// to case.
+	Name string
+
+	// Resolver is the resolver's address (IP:PORT), as the query log names
+	// it.
+	Resolver string
+
+	// Client exchanges with the resolver. It bounds each exchange itself
+	// (read_timeout_ms); its expiry errors mean a timeout of that resolver.
+	// The answers it returns become the query path's, which modifies them
+	// (ID, question, OPT size) before packing.
+	Client wire.Exchanger
+}
+
+// zoneTable holds the forward zones by lower-case apex.
+type zoneTable map[string]*Zone
+
+func newZoneTable(zones []Zone) (zoneTable, error) {
+	t := make(zoneTable, len(zones))
+	for i, z := range zones {
+		name, err := canonicalName(z.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%w %d: %v", ErrBadZone, i, err)
+		}
+		if z.Client == nil {
+			return nil, fmt.Errorf("%w %d: %s has no client", ErrBadZone, i, name)
+		}
+		if _, dup := t[name]; dup {
+			return nil, fmt.Errorf("%w %d: %s is listed twice", ErrBadZone, i, name)
+		}
+		z.Name = name
+		t[name] = &z
+	}
+	return t, nil
+}
+
+// match returns the zone with the longest apex that is lname or one of its
+// ancestors, label by label (lan. holds nas.lan. and lan. but not xlan.),
+// or nil. lname is lower case and fully qualified.
+func (t zoneTable) match(lname string) *Zone {
+	if len(t) == 0 {
+		return nil
+	}
+	// Dropping labels from the left visits the suffixes longest first, so
+	// the first hit is the longest match. Each probe is a substring: no
+	// allocation.
+	for off := 0; ; {
+		if z := t[lname[off:]]; z != nil {
+			return z
+		}
+		next, end := dns.NextLabel(lname, off)
+		if end {
+			break
+		}
+		off = next
+	}
+	return t["."]
+}
+
+// forward answers r through zone z's resolver. Its answer goes to the client
+// as it is, rcode included; a failed exchange answers SERVFAIL. It fills the
+// entry's source, resolver and zone outcome.
+func (r *request) forward(ctx context.Context, z *Zone, e *Entry) *dns.Msg {
+	e.Source, e.Upstream, e.Zone = SourceForwardZone, z.Resolver, z.Name
+	m, err := z.Client.Exchange(ctx, &r.msg)
+	switch {
+	case err == nil && m != nil:
+		e.ZoneOutcome = ZoneAnswer
+		r.adopt(m)
+		return m
+	case isTimeout(err):
+		e.ZoneOutcome = ZoneTimeout
+	default:
+		e.ZoneOutcome = ZoneError
+	}
+	return r.reply(dns.RcodeServerFailure)
+}
+
+// isTimeout reports whether a forward-zone exchange failed because its
+// resolver did not answer in time. wire.Forwarder says so with
+// ErrResolverTimeout; a deadline noticed by any other layer (another
+// Exchanger, the caller's context) counts the same.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, wire.ErrResolverTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}

@@ -1,0 +1,290 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+)
+
+// Defaults for the Server fields left at zero; they are the [server]
+// defaults of the specification, so a zero Server behaves like nxdnsd with
+// an empty configuration.
+const (
+	DefaultTCPIdleTimeout       = 10 * time.Second
+	DefaultMaxTCPConnections    = 1024
+	DefaultMaxConcurrentQueries = 4096
+)
+
+// Request is one client query as received.
+type Request struct {
+	// Raw is the query as it came off the wire, at least a header long.
+	// It is read-only and valid only until ServeDNS returns: the server
+	// reuses its memory for later queries, and builds the SERVFAIL that
+	// answers a panicking handler from it.
+	Raw []byte
+
+	// Proto is "udp" or "tcp".
+	Proto string
+
+	// Client is the address and port the query came from, IPv4 unmapped.
+	Client netip.AddrPort
+}
+
+// Handler answers client queries.
+//
+// ServeDNS returns the bytes of the answer, or nil to send nothing. The
+// server writes them as they are: for UDP the handler itself fits the answer
+// to the client's EDNS size (truncating with TC set), for TCP the server adds
+// the length prefix. The server does not keep the returned slice after
+// writing it.
+//
+// ServeDNS is called concurrently, once per query, at most
+// Server.MaxConcurrentQueries times at once. ctx is cancelled only when a
+// Shutdown's own context expires, so queries in flight at shutdown normally
+// run to completion; the handler bounds each query's time itself.
+type Handler interface {
+	ServeDNS(ctx context.Context, req *Request) []byte
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) []byte
+
+var _ Handler = HandlerFunc(nil)
+
+// ServeDNS calls f(ctx, req).
+func (f HandlerFunc) ServeDNS(ctx context.Context, req *Request) []byte {
+	return f(ctx, req)
+}
+
+// Server serves client queries on UDP and TCP for every address in Listen.
+//
+// Set the fields, call Start, and Shutdown to stop; a Server is not
+// restarted. The fields must not be changed after Start.
+type Server struct {
+	// Listen holds "IP:PORT" addresses, each served on UDP and TCP. Port 0
+	// picks a free port (per protocol); Addrs tells which.
+	Listen []string
+
+	// Handler answers every admitted query; it must be non-nil.
+	Handler Handler
+
+	// TCPIdleTimeout bounds the time a TCP client has to deliver each
+	// whole query, the length prefix included, and the time one answer may
+	// take to be written to it. A client that trickles, announces a length
+	// it never sends, or never reads is disconnected after it. Default
+	// DefaultTCPIdleTimeout.
+	TCPIdleTimeout time.Duration
+
+	// MaxTCPConnections bounds the client TCP connections open at once
+	// across all addresses; a connection past it is closed as soon as it
+	// is accepted. Default DefaultMaxTCPConnections.
+	MaxTCPConnections int
+
+	// MaxConcurrentQueries bounds the queries being served at once, UDP and
+	// TCP together, from admission until the answer is written. A query
+	// past it is answered REFUSED without calling Handler, so a flood
+	// never grows the number of goroutines. Default
+	// DefaultMaxConcurrentQueries.
+	MaxConcurrentQueries int
+
+	// Logger receives operational logs, or nil for none.
+	Logger *zap.Logger
+
+	// OnOverload, or nil, is called once for each query answered REFUSED
+	// because MaxConcurrentQueries was reached, before the answer is sent
+	// (the nxdns_overload_refused_total counter).
+	OnOverload func()
+
+	// OnPanic, or nil, is called once for each panic recovered from
+	// Handler, before the SERVFAIL is sent (the nxdns_panics_total
+	// counter).
+	OnPanic func()
+
+	// Set by Start and read-only afterwards.
+	log       *zap.Logger
+	idle      time.Duration
+	maxTCP    int
+	sem       chan struct{} // a held token is an admitted query
+	base      context.Context
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when Shutdown begins; wakes backoff waits
+	udp       []*net.UDPConn
+	listeners []*net.TCPListener
+
+	// closing is raised by Shutdown before it pushes read deadlines into
+	// the past; a loop that sets its own deadline checks it afterwards, so
+	// one of the two always sees the other (see clientConn.serve).
+	closing atomic.Bool
+	// aborted is raised, the same way, when Shutdown's context expires and
+	// answers still being written are given up.
+	aborted atomic.Bool
+
+	wg sync.WaitGroup // every goroutine the server started
+
+	closeUDP sync.Once // the last step of Shutdown, whichever call gets there
+
+	mu      sync.Mutex // guards following
+	started bool
+	stopped bool
+	conns   map[*clientConn]struct{} // open client TCP connections
+}
+
+// Start binds every address on UDP and TCP and starts serving. It binds
+// everything or nothing: on an error it closes what it had opened.
+func (s *Server) Start() error {
+	if s.Handler == nil {
+		return errors.New("wire: server has no handler")
+	}
+	if len(s.Listen) == 0 {
+		return errors.New("wire: server has no listen address")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("wire: server is shut down")
+	}
+	if s.started {
+		return errors.New("wire: server already started")
+	}
+	if err := s.bindLocked(); err != nil {
+		return err
+	}
+	s.started = true
+
+	s.log = s.Logger
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.idle = positiveOr(s.TCPIdleTimeout, DefaultTCPIdleTimeout)
+	s.maxTCP = positiveOr(s.MaxTCPConnections, DefaultMaxTCPConnections)
+	s.sem = make(chan struct{}, positiveOr(s.MaxConcurrentQueries, DefaultMaxConcurrentQueries))
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.done = make(chan struct{})
+	s.conns = make(map[*clientConn]struct{})
+
+	// Several readers per socket so that one goroutine's read-to-spawn
+	// latency does not cap a busy server's datagram rate.
+	readers := runtime.NumCPU()
+	for _, pc := range s.udp {
+		for range readers {
+			s.wg.Go(func() { s.readUDP(pc) })
+		}
+		s.log.Info("serving", zap.String("proto", "udp"), zap.Stringer("addr", pc.LocalAddr()))
+	}
+	for _, l := range s.listeners {
+		s.wg.Go(func() { s.acceptTCP(l) })
+		s.log.Info("serving", zap.String("proto", "tcp"), zap.Stringer("addr", l.Addr()))
+	}
+	return nil
+}
+
+// bindLocked opens every socket, or none.
+func (s *Server) bindLocked() (err error) {
+	defer func() {
+		if err != nil {
+			for _, pc := range s.udp {
+				pc.Close()
+			}
+			for _, l := range s.listeners {
+				l.Close()
+			}
+			s.udp, s.listeners = nil, nil
+		}
+	}()
+	for _, a := range s.Listen {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			return fmt.Errorf("parsing listen address %q: %w", a, err)
+		}
+		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		if err != nil {
+			return fmt.Errorf("listening on udp %s: %w", a, err)
+		}
+		s.udp = append(s.udp, pc)
+		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
+		if err != nil {
+			return fmt.Errorf("listening on tcp %s: %w", a, err)
+		}
+		s.listeners = append(s.listeners, l)
+	}
+	return nil
+}
+
+// Addrs returns the addresses actually bound, in the order of Listen; nil
+// before Start.
+func (s *Server) Addrs() (udp []net.Addr, tcp []net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pc := range s.udp {
+		udp = append(udp, pc.LocalAddr())
+	}
+	for _, l := range s.listeners {
+		tcp = append(tcp, l.Addr())
+	}
+	return udp, tcp
+}
+
+// admit takes a query permit without waiting. It reports false when
+// MaxConcurrentQueries are being served; the caller then answers REFUSED
+// itself instead of starting a goroutine.
+func (s *Server) admit() bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// release returns the permit taken by a successful admit.
+func (s *Server) release() { <-s.sem }
+
+// refuse builds the answer to a query past the concurrency limit from its
+// header and question alone, and counts it; nil means send nothing (raw is
+// itself a response, which is neither answered nor counted).
+func (s *Server) refuse(raw []byte) []byte {
+	answer := Refused(raw)
+	if answer != nil && s.OnOverload != nil {
+		s.OnOverload()
+	}
+	return answer
+}
+
+// handle runs the handler for an admitted query. A panic in the handler is
+// contained here: logged with its stack, counted, and answered SERVFAIL,
+// so one bad query cannot take the server down.
+func (s *Server) handle(req *Request) (answer []byte) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		s.log.Error("panic serving query",
+			zap.Any("panic", r),
+			zap.String("proto", req.Proto),
+			zap.Stringer("client", req.Client),
+			zap.Stack("stack"))
+		if s.OnPanic != nil {
+			s.OnPanic()
+		}
+		// Built from the bytes: the query may be what made it panic.
+		answer = rawReply(req.Raw, dns.RcodeServerFailure)
+	}()
+	return s.Handler.ServeDNS(s.base, req)
+}
+
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

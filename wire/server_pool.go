@@ -1,0 +1,42 @@
+package wire
+
+import (
+	"net/netip"
+	"sync"
+)
+
+// clientQueryBufLen is the capacity of a pooled query buffer: it holds any
+// ordinary query (a name of at most 255 bytes, an OPT record with a cookie
+// and padding), so the common case never allocates.
+const clientQueryBufLen = 512
+
+// clientQuery is an admitted query's Request with the memory behind Raw, pooled
+// so that a busy server does not allocate both for every query.
+type clientQuery struct {
+	req Request
+	buf []byte
+}
+
+var clientQueries = sync.Pool{
+	New: func() any { return &clientQuery{buf: make([]byte, clientQueryBufLen)} },
+}
+
+// getClientQuery returns a query whose Raw has room for n bytes.
+func getClientQuery(n int, proto string, client netip.AddrPort) *clientQuery {
+	q := clientQueries.Get().(*clientQuery)
+	if cap(q.buf) < n {
+		q.buf = make([]byte, n)
+	}
+	q.req = Request{Raw: q.buf[:n], Proto: proto, Client: client}
+	return q
+}
+
+// putClientQuery gives q back once nothing refers to its Raw any more. A buffer
+// grown for a large query is dropped rather than kept in the pool.
+func putClientQuery(q *clientQuery) {
+	if cap(q.buf) > clientQueryBufLen {
+		return
+	}
+	q.req = Request{}
+	clientQueries.Put(q)
+}

@@ -1,0 +1,98 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire/wiretest"
+)
+
+// Deadlines of the transport tests.
+const (
+	// answerTimeout bounds exchanges a test expects to succeed. It is never
+	// reached when the code works, so it is generous: a loaded machine
+	// running -race must not fail a correct exchange.
+	answerTimeout = 5 * time.Second
+
+	// expiryTimeout bounds exchanges a test expects to expire. Short, so
+	// the suite stays fast; the test asserts the kind of error, not the
+	// time taken.
+	expiryTimeout = 50 * time.Millisecond
+)
+
+// ctxWithin returns a context expiring after d, cancelled at the test's end.
+func ctxWithin(tb testing.TB, d time.Duration) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// newTestUDP returns a UDP transport to addr, closed at the test's end
+// (before the fake server it talks to, which was started earlier).
+func newTestUDP(tb testing.TB, addr string, opts ...Option) *UDP {
+	tb.Helper()
+	u := NewUDP(addr, opts...)
+	tb.Cleanup(func() { _ = u.Close() })
+	return u
+}
+
+// newTestTCP is newTestUDP for TCP.
+func newTestTCP(tb testing.TB, addr string, opts ...Option) *TCP {
+	tb.Helper()
+	t := NewTCP(addr, opts...)
+	tb.Cleanup(func() { _ = t.Close() })
+	return t
+}
+
+// transportCase names a transport constructor, for tests that hold for UDP
+// and TCP alike.
+type transportCase struct {
+	name string
+	new  func(tb testing.TB, addr string) Transport
+}
+
+var bothTransports = []transportCase{
+	{"udp", func(tb testing.TB, addr string) Transport { return newTestUDP(tb, addr) }},
+	{"tcp", func(tb testing.TB, addr string) Transport { return newTestTCP(tb, addr) }},
+}
+
+// mustAnswer exchanges q through ex and fails the test unless an answer to
+// q comes back with q's ID.
+func mustAnswer(tb testing.TB, ex Exchanger, q *dns.Msg) *dns.Msg {
+	tb.Helper()
+	r, err := ex.Exchange(ctxWithin(tb, answerTimeout), q)
+	if err != nil {
+		tb.Fatalf("Exchange(%s): %v", q.Question[0].Name, err)
+	}
+	checkAnswers(tb, r, q)
+	return r
+}
+
+// checkAnswers fails the test unless r answers q: q's ID and question.
+func checkAnswers(tb testing.TB, r, q *dns.Msg) {
+	tb.Helper()
+	if r.Id != q.Id {
+		tb.Errorf("answer ID %d, want the query's %d", r.Id, q.Id)
+	}
+	if !sameQuestion(r.Question, q.Question) {
+		tb.Errorf("answer question %s, want %s", questionString(r.Question), questionString(q.Question))
+	}
+}
+
+// isExpiry reports whether err says the exchange's deadline passed: the
+// context's error or the socket's timeout, both allowed by the contract.
+func isExpiry(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+}
+
+// query returns a query for name with EDNS, as the pool would forward it.
+func query(name string) *dns.Msg {
+	q := wiretest.Query(name, dns.TypeA)
+	q.SetEdns0(1232, false)
+	return q
+}

@@ -1,0 +1,194 @@
+package wire
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+)
+
+// UDP exchanges queries with one upstream over UDP, the "udp://IP:PORT"
+// address form. A truncated answer is retried over TCP to the same address
+// within the same context: it is one attempt, whatever it takes.
+//
+// Each exchange uses a connected socket of its own, taken from a small free
+// list. A socket goes back on the list only after a clean exchange (the
+// answer to its query was read); one that timed out, was cancelled or read
+// garbage is closed, so a late answer to an old query can never be mistaken
+// for the answer to a new one.
+//
+// A UDP is safe for concurrent use.
+type UDP struct {
+	addr    string // IP:PORT
+	label   string // "udp://IP:PORT", naming the upstream in errors
+	tcp     *TCP   // the truncation fallback to the same address; always non-nil
+	maxIdle int
+	dialer  net.Dialer
+
+	dials atomic.Uint64 // sockets opened, so tests can prove reuse
+
+	mu     sync.Mutex // guards following
+	idle   []*udpConn // clean sockets, the most recently used last
+	closed bool       // Close was called: sockets are closed on return
+}
+
+var _ Transport = (*UDP)(nil)
+
+// udpConn is a connected UDP socket. Only the exchange that took it from
+// the free list touches it.
+type udpConn struct {
+	net.Conn
+	lastID uint16 // wire ID of the last exchange completed on it
+	used   bool   // lastID is meaningful
+}
+
+// NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
+// socket until the first exchange. WithMaxIdle bounds the free list; the
+// other options tune the TCP fallback.
+func NewUDP(addr string, opts ...Option) *UDP {
+	o := buildOptions(opts)
+	return &UDP{
+		addr:    addr,
+		label:   "udp://" + addr,
+		tcp:     NewTCP(addr, opts...),
+		maxIdle: o.maxIdle,
+	}
+}
+
+// Exchange sends m and returns its answer with m's ID, retrying over TCP
+// when the answer is truncated, as the Exchanger contract says. Errors name
+// the upstream and keep their chain: the sentinels of this package, context
+// errors, net timeouts and syscall errors (a closed port reports
+// syscall.ECONNREFUSED) all match with errors.Is.
+func (u *UDP) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	r, err := u.exchangeDatagram(ctx, m)
+	if err != nil || !r.Truncated {
+		return r, err
+	}
+	return u.tcp.Exchange(ctx, m)
+}
+
+// exchangeDatagram is Exchange without the TCP fallback: a truncated answer
+// is returned as it came, or as a bare truncated header when it did not
+// even parse (some servers cut records in half). The forward-zone client
+// drives the fallback itself.
+func (u *UDP) exchangeDatagram(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("exchanging with %s: %w", u.label, err)
+	}
+	c, err := u.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return u.roundTrip(ctx, c, m)
+}
+
+// roundTrip sends m on c and reads its answer. It owns c from then on: c
+// returns to the free list after a clean exchange and is closed otherwise.
+func (u *UDP) roundTrip(ctx context.Context, c *udpConn, m *dns.Msg) (*dns.Msg, error) {
+	buf := getBuf(ClientUDPSize(m))
+	defer putBuf(buf)
+
+	id := newWireID(c.lastID)
+	query, err := packQuery(m, id, buf)
+	if err != nil {
+		u.put(c) // nothing was sent: c is as clean as it was
+		return nil, err
+	}
+
+	clean := false
+	stop := watch(ctx, c)
+	defer func() {
+		if stop() && clean {
+			c.lastID, c.used = id, true
+			u.put(c)
+		} else {
+			_ = c.Close()
+		}
+	}()
+
+	if _, err := c.Write(query); err != nil {
+		return nil, ioError(ctx, "writing to", u.label, err)
+	}
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			return nil, ioError(ctx, "reading from", u.label, err)
+		}
+		raw := buf[:n]
+		if c.used && n >= 2 && binary.BigEndian.Uint16(raw) == c.lastID {
+			// A duplicate of the previous exchange's answer, sent twice
+			// by the upstream or the network: not evidence, not ours.
+			continue
+		}
+		r, err := decodeReply(m, id, raw)
+		if errors.Is(err, ErrMalformed) && truncatedHeader(raw) {
+			// Our ID (decodeReply checked it), cut short: TCP will
+			// carry the whole answer.
+			clean = true
+			return &dns.Msg{MsgHdr: dns.MsgHdr{Id: m.Id, Response: true, Truncated: true}}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading from %s: %w", u.label, err)
+		}
+		clean = true
+		return r, nil
+	}
+}
+
+// conn takes a socket from the free list or opens one.
+func (u *UDP) conn(ctx context.Context) (*udpConn, error) {
+	u.mu.Lock()
+	if n := len(u.idle); n > 0 {
+		c := u.idle[n-1]
+		u.idle[n-1] = nil
+		u.idle = u.idle[:n-1]
+		u.mu.Unlock()
+		return c, nil
+	}
+	u.mu.Unlock()
+
+	nc, err := u.dialer.DialContext(ctx, "udp", u.addr)
+	if err != nil {
+		return nil, ioError(ctx, "dialing", u.label, err)
+	}
+	u.dials.Add(1)
+	return &udpConn{Conn: nc}, nil
+}
+
+// put returns a clean socket to the free list, or closes it when the list
+// is full or the transport closed.
+func (u *UDP) put(c *udpConn) {
+	u.mu.Lock()
+	if !u.closed && len(u.idle) < u.maxIdle {
+		u.idle = append(u.idle, c)
+		c = nil
+	}
+	u.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// Close closes the idle sockets and the TCP fallback's idle connections.
+// Exchanges in flight finish (their contexts bound them) and close their
+// sockets instead of keeping them; later exchanges still work but keep no
+// socket. Close starts nothing and leaves nothing running.
+func (u *UDP) Close() error {
+	u.mu.Lock()
+	idle := u.idle
+	u.idle = nil
+	u.closed = true
+	u.mu.Unlock()
+
+	// Close sockets after releasing the lock.
+	for _, c := range idle {
+		_ = c.Close()
+	}
+	return u.tcp.Close()
+}

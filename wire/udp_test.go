@@ -1,0 +1,256 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire/wiretest"
+)
+
+func TestUDPAnswerKeepsTheQueryID(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, wiretest.Answer())
+	u := newTestUDP(t, srv.Addr)
+
+	q := query("example.com")
+	q.Id = 4321
+	before, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustAnswer(t, u, q)
+
+	if len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != dns.TypeA {
+		t.Errorf("answer %v, want one A record", r.Answer)
+	}
+	after, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("Exchange modified the query")
+	}
+	if got := srv.UDPQueries(); got != 1 {
+		t.Errorf("server saw %d UDP queries, want 1", got)
+	}
+	if got := srv.TCPQueries(); got != 0 {
+		t.Errorf("server saw %d TCP queries, want 0", got)
+	}
+}
+
+func TestUDPTruncatedAnswerIsRetriedOverTCP(t *testing.T) {
+	t.Parallel()
+	const records = 100 // about 1.6 KB: more than a 512-byte answer holds
+	srv := wiretest.NewServer(t, wiretest.Truncating(records))
+	u := newTestUDP(t, srv.Addr)
+
+	r := mustAnswer(t, u, wiretest.Query("big.example", dns.TypeA))
+	if r.Truncated || len(r.Answer) != records {
+		t.Errorf("answer TC=%v with %d records, want the whole %d", r.Truncated, len(r.Answer), records)
+	}
+	if udp, tcp := srv.UDPQueries(), srv.TCPQueries(); udp != 1 || tcp != 1 {
+		t.Errorf("server saw %d UDP and %d TCP queries, want 1 and 1", udp, tcp)
+	}
+}
+
+// A truncated answer that does not even parse (records cut in half) is
+// still our answer, truncated: TCP carries the whole one.
+func TestUDPUnparsableTruncatedAnswerIsRetriedOverTCP(t *testing.T) {
+	t.Parallel()
+	cutShort := func(w *wiretest.Writer, q *dns.Msg) {
+		r := new(dns.Msg).SetReply(q)
+		r.Truncated = true
+		r.Answer = []dns.RR{wiretest.A(q.Question[0].Name, 0)}
+		b, err := r.Pack()
+		if err != nil {
+			panic(err) // a fixed message: cannot fail
+		}
+		w.WriteRaw(b[:len(b)-2])
+	}
+	srv := wiretest.NewServer(t, wiretest.ByProto(cutShort, wiretest.Answer()))
+	u := newTestUDP(t, srv.Addr)
+
+	r := mustAnswer(t, u, wiretest.Query("cut.example", dns.TypeA))
+	if r.Truncated || len(r.Answer) != 1 {
+		t.Errorf("answer TC=%v with %d records, want the whole answer from TCP", r.Truncated, len(r.Answer))
+	}
+	if tcp := srv.TCPQueries(); tcp != 1 {
+		t.Errorf("server saw %d TCP queries, want 1", tcp)
+	}
+}
+
+func TestUDPConnectionRefused(t *testing.T) {
+	t.Parallel()
+	u := newTestUDP(t, wiretest.Refusing(t))
+
+	_, err := u.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
+	}
+}
+
+func TestUDPReusesCleanSockets(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, wiretest.Answer())
+	u := newTestUDP(t, srv.Addr)
+
+	for i := range 50 {
+		mustAnswer(t, u, query(fmt.Sprintf("q%d.example", i)))
+	}
+	if got := u.dials.Load(); got != 1 {
+		t.Errorf("50 sequential exchanges opened %d sockets, want 1", got)
+	}
+	if got := srv.UDPQueries(); got != 50 {
+		t.Errorf("server saw %d queries, want 50", got)
+	}
+}
+
+// A socket whose exchange expired is closed, not reused: the late answer
+// to the old query cannot reach the next exchange.
+func TestUDPExpiredSocketIsNotReused(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	lateSent := make(chan struct{})
+	late := wiretest.Gate(release, wiretest.Then(wiretest.Answer(), func(*wiretest.Writer, *dns.Msg) { close(lateSent) }))
+	srv := wiretest.NewServer(t, func(w *wiretest.Writer, q *dns.Msg) {
+		if q.Question[0].Name == "slow.example." {
+			late(w, q)
+			return
+		}
+		wiretest.Answer()(w, q)
+	})
+	u := newTestUDP(t, srv.Addr)
+
+	_, err := u.Exchange(ctxWithin(t, expiryTimeout), query("slow.example"))
+	if !isExpiry(err) {
+		t.Fatalf("stalled exchange: %v, want a deadline error", err)
+	}
+	close(release)
+	<-lateSent
+
+	mustAnswer(t, u, query("fast.example"))
+	if got := u.dials.Load(); got != 2 {
+		t.Errorf("opened %d sockets, want 2: the expired one must not be reused", got)
+	}
+}
+
+// An upstream that answers twice leaves a duplicate in the reused socket;
+// the next exchange skips it as the previous exchange's, not as a mismatch.
+func TestUDPSkipsDuplicateOfPreviousAnswer(t *testing.T) {
+	t.Parallel()
+	sentTwice := make(chan struct{})
+	srv := wiretest.NewServer(t, func(w *wiretest.Writer, q *dns.Msg) {
+		wiretest.Answer()(w, q)
+		if q.Question[0].Name == "twice.example." {
+			wiretest.Answer()(w, q)
+			close(sentTwice)
+		}
+	})
+	u := newTestUDP(t, srv.Addr)
+
+	mustAnswer(t, u, query("twice.example"))
+	<-sentTwice // the duplicate now waits in the socket's receive queue
+	mustAnswer(t, u, query("next.example"))
+	if got := u.dials.Load(); got != 1 {
+		t.Errorf("opened %d sockets, want 1", got)
+	}
+}
+
+func TestUDPConcurrentExchangesGetTheirOwnAnswers(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	srv := wiretest.NewServer(t, wiretest.Answer())
+	u := newTestUDP(t, srv.Addr)
+
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			q := query(fmt.Sprintf("q%d.example", i))
+			r, err := u.Exchange(ctxWithin(t, answerTimeout), q)
+			switch {
+			case err != nil:
+				errs <- err
+			case r.Id != q.Id || !sameQuestion(r.Question, q.Question) || len(r.Answer) != 1 ||
+				r.Answer[0].Header().Name != q.Question[0].Name:
+				errs <- fmt.Errorf("query %d %s got answer %d %v", q.Id, q.Question[0].Name, r.Id, r.Answer)
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := srv.UDPQueries(); got != n {
+		t.Errorf("server saw %d queries, want %d", got, n)
+	}
+	if idle := len(u.idle); idle > DefaultMaxIdle {
+		t.Errorf("%d idle sockets kept, want at most %d", idle, DefaultMaxIdle)
+	}
+}
+
+func TestUDPCloseReleasesIdleSockets(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, wiretest.Answer())
+	u := NewUDP(srv.Addr)
+
+	mustAnswer(t, u, query("a.example"))
+	if got := len(u.idle); got != 1 {
+		t.Fatalf("%d idle sockets after one exchange, want 1", got)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(u.idle); got != 0 {
+		t.Errorf("%d idle sockets after Close, want 0", got)
+	}
+	mustAnswer(t, u, query("b.example")) // still works, keeps nothing
+	if got := len(u.idle); got != 0 {
+		t.Errorf("%d idle sockets kept after Close, want 0", got)
+	}
+}
+
+// A datagram shorter than a header is malformed, whatever its first bytes.
+func TestUDPShortDatagramIsMalformed(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, func(w *wiretest.Writer, q *dns.Msg) {
+		b := make([]byte, 4)
+		binary.BigEndian.PutUint16(b, q.Id)
+		b[2] = 0x82 // QR and TC: must not pass for a truncated answer
+		w.WriteRaw(b)
+	})
+	u := newTestUDP(t, srv.Addr)
+
+	_, err := u.Exchange(ctxWithin(t, answerTimeout), query("short.example"))
+	if !errors.Is(err, ErrMalformed) {
+		t.Fatalf("4-byte answer: %v, want ErrMalformed", err)
+	}
+	if tcp := srv.TCPQueries(); tcp != 0 {
+		t.Errorf("server saw %d TCP queries, want 0", tcp)
+	}
+}
+
+func BenchmarkUDPExchange(b *testing.B) {
+	srv := wiretest.NewServer(b, wiretest.Answer())
+	u := newTestUDP(b, srv.Addr)
+	q := query("bench.example")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := u.Exchange(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
