@@ -1,0 +1,221 @@
+// Package daemon wires nxdnsd together from a validated configuration:
+// the upstream transports and pool, the forward-zone clients, the query
+// path and the client listeners. cmd/nxdnsd only parses flags and signals;
+// tests start a whole daemon in-process through this package.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/query"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// Daemon is one running nxdnsd.
+type Daemon struct {
+	cfg     *config.Config
+	log     *zap.Logger
+	pool    *actors.Pool
+	handler *query.Handler
+	server  *wire.Server
+	closers []wire.Transport // every upstream and forward-zone client, closed at shutdown
+}
+
+// New builds a daemon from cfg, which must have passed validation. Nothing
+// listens until Start.
+func New(cfg *config.Config, log *zap.Logger) (d *Daemon, err error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	d = &Daemon{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			d.closeTransports()
+		}
+	}()
+
+	var specs []actors.Spec
+	var names []string
+	for _, u := range cfg.Upstreams {
+		if !u.IsEnabled() {
+			continue
+		}
+		t, err := wire.NewTransport(u.Address, wire.WithMaxConns(u.Slots))
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+		}
+		d.closers = append(d.closers, t)
+		specs = append(specs, actors.Spec{Name: u.Name, Address: u.Address, Slots: u.Slots, Transport: t})
+		names = append(names, u.Name)
+	}
+	p := cfg.Upstream
+	d.pool, err = actors.NewPool(actors.Policy{
+		AttemptTimeout: p.AttemptTimeout(),
+		TotalTimeout:   p.TotalTimeout(),
+		Health: actors.HealthPolicy{
+			FailureThreshold: p.FailureThreshold,
+			Backoff:          p.Backoff(),
+			BackoffMax:       p.BackoffMax(),
+		},
+	}, specs, nil)
+	if err != nil {
+		return nil, err
+	}
+
+	var zones []query.Zone
+	for _, z := range cfg.ForwardZones {
+		f := wire.NewForwarder(z.Resolver, p.ReadTimeout())
+		d.closers = append(d.closers, f)
+		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
+	}
+	records, err := localRecords(cfg.LocalRecords)
+	if err != nil {
+		return nil, err
+	}
+	d.handler, err = query.NewHandler(query.HandlerConfig{
+		Zones:         zones,
+		Records:       records,
+		Pool:          d.pool,
+		UpstreamNames: names,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	s := cfg.Server
+	d.server = &wire.Server{
+		Listen:               s.Listen,
+		Handler:              wire.HandlerFunc(d.serve),
+		TCPIdleTimeout:       s.TCPIdleTimeout(),
+		MaxTCPConnections:    s.MaxTCPConnections,
+		MaxConcurrentQueries: s.MaxConcurrentQueries,
+		Logger:               log,
+	}
+	return d, nil
+}
+
+func (d *Daemon) serve(ctx context.Context, req *wire.Request) []byte {
+	return d.handler.Serve(ctx, req.Raw, req.Proto, req.Client)
+}
+
+// localRecords turns the validated configuration's records into the query
+// path's.
+func localRecords(rs []config.LocalRecord) ([]query.Record, error) {
+	out := make([]query.Record, 0, len(rs))
+	for _, r := range rs {
+		t, ok := dns.StringToType[r.Type]
+		if !ok {
+			return nil, fmt.Errorf("local record %s: unknown type %q", r.Name, r.Type)
+		}
+		out = append(out, query.Record{Name: r.Name, Type: t, Value: r.Value, TTL: uint32(r.TTL)})
+	}
+	return out, nil
+}
+
+// Start binds every listener and starts serving.
+func (d *Daemon) Start() error {
+	if err := d.server.Start(); err != nil {
+		d.pool.Close()
+		d.closeTransports()
+		return err
+	}
+	udp, tcp := d.server.Addrs()
+	d.log.Info("nxdnsd started",
+		zap.Strings("udp", addrStrings(udp)),
+		zap.Strings("tcp", addrStrings(tcp)),
+		zap.Strings("upstreams", upstreamNames(d.pool)))
+	return nil
+}
+
+// Addrs returns the bound client addresses, UDP then TCP.
+func (d *Daemon) Addrs() (udp, tcp []netip.AddrPort) {
+	u, t := d.server.Addrs()
+	return addrPorts(u), addrPorts(t)
+}
+
+// Pool returns the upstream pool, for the health API and metrics.
+func (d *Daemon) Pool() *actors.Pool { return d.pool }
+
+// Shutdown stops listening at once, lets queries in flight finish until
+// ctx is done, then stops the pool's actors and closes every upstream
+// socket.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	err := d.server.Shutdown(ctx)
+	d.pool.Close()
+	d.closeTransports()
+	d.log.Info("nxdnsd stopped")
+	return err
+}
+
+// Run starts the daemon and serves until ctx is done, then shuts down,
+// giving queries in flight the pool's total budget to finish.
+func Run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+	d, err := New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := d.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down", zap.Duration("grace", d.grace()))
+	sctx, cancel := context.WithTimeout(context.Background(), d.grace())
+	defer cancel()
+	if err := d.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// grace is how long a shutdown waits for queries in flight: a query never
+// needs more than its pool budget (or a forward-zone read timeout), plus a
+// moment to write the answer.
+func (d *Daemon) grace() time.Duration {
+	p := d.cfg.Upstream
+	return max(p.TotalTimeout(), p.ReadTimeout()) + 500*time.Millisecond
+}
+
+func (d *Daemon) closeTransports() {
+	for _, c := range d.closers {
+		if err := c.Close(); err != nil {
+			d.log.Debug("closing transport", zap.Error(err))
+		}
+	}
+	d.closers = nil
+}
+
+func upstreamNames(p *actors.Pool) []string {
+	out := make([]string, p.Len())
+	for i := range out {
+		out[i] = p.Name(i)
+	}
+	return out
+}
+
+func addrStrings(as []net.Addr) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}
+
+func addrPorts(as []net.Addr) []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(as))
+	for _, a := range as {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			out = append(out, ap)
+		}
+	}
+	return out
+}
