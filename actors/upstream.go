@@ -23,6 +23,7 @@ type message struct {
 	trial   bool          // the attempt held the half-open trial token
 	err     error         // the failure, for /api/health
 	done    chan struct{} // a barrier instead of an outcome: closed once every earlier message is applied
+	stop    bool          // the actor's last message
 }
 
 // view is the part of the health state the query path reads. The actor
@@ -82,15 +83,15 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 }
 
 // run is the actor: it applies outcomes in the order queries sent them.
+// It receives from its inbox alone (a one-channel receive is cheaper than
+// a select on every outcome); stop sends it a message with stop set.
 func (u *Upstream) run() {
 	defer close(u.done)
-	for {
-		select {
-		case m := <-u.inbox:
-			u.apply(m)
-		case <-u.quit:
+	for m := range u.inbox {
+		if m.stop {
 			return
 		}
+		u.apply(m)
 	}
 }
 
@@ -163,8 +164,11 @@ func (u *Upstream) sync() {
 	}
 }
 
+// stop ends the actor. Senders racing with it see quit closed and give up
+// instead of blocking on an inbox nobody drains.
 func (u *Upstream) stop() {
 	close(u.quit)
+	u.inbox <- message{stop: true}
 	<-u.done
 }
 
