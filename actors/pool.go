@@ -122,6 +122,13 @@ func (p *Pool) QueuedSeconds() float64 {
 	return time.Duration(p.queuedNanos.Load()).Seconds()
 }
 
+// Sync returns once every actor has applied every outcome sent before the
+// call, so a Status taken afterwards reflects every query that had returned
+// from Exchange by then. The metrics scrape and /api/health call it first:
+// an operator who saw an answer never reads counts from before it. It costs
+// one message per upstream and returns at once after Close.
+func (p *Pool) Sync() { p.sync() }
+
 // sync returns once every actor has applied every outcome sent so far.
 func (p *Pool) sync() {
 	for _, u := range p.upstreams {

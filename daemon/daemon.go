@@ -1,7 +1,8 @@
 // Package daemon wires nxdnsd together from a validated configuration:
 // the upstream transports and pool, the forward-zone clients, the query
-// path and the client listeners. cmd/nxdnsd only parses flags and signals;
-// tests start a whole daemon in-process through this package.
+// path, the client listeners, and what observes them: the metrics, the
+// query log and the admin HTTP server. cmd/nxdnsd only parses flags and
+// signals; tests start a whole daemon in-process through this package.
 package daemon
 
 import (
@@ -10,14 +11,18 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/admin"
 	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
+	"github.com/nxdnsd/nxdnsd/querylog"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -29,18 +34,26 @@ type Daemon struct {
 	handler *query.Handler
 	server  *wire.Server
 	closers []wire.Transport // every upstream and forward-zone client, closed at shutdown
+
+	metrics *metrics.Metrics // always non-nil
+	qlog    *querylog.Logger // or nil: query_log.path is ""
+	admin   *admin.Server    // or nil: admin.listen is ""
 }
 
-// New builds a daemon from cfg, which must have passed validation. Nothing
-// listens until Start.
-func New(cfg *config.Config, log *zap.Logger) (d *Daemon, err error) {
+// New builds a daemon from cfg, which must have passed validation, and
+// opens the query log. Nothing listens until Start.
+func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
+	return newDaemon(cfg, log, options{})
+}
+
+func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d = &Daemon{cfg: cfg, log: log}
+	d := &Daemon{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
-			d.closeTransports()
+			d.abandon()
 		}
 	}()
 
@@ -55,9 +68,14 @@ func New(cfg *config.Config, log *zap.Logger) (d *Daemon, err error) {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}
 		d.closers = append(d.closers, t)
-		specs = append(specs, actors.Spec{Name: u.Name, Address: u.Address, Slots: u.Slots, Transport: t})
+		var x wire.Exchanger = t
+		if opts.exchanger != nil {
+			x = opts.exchanger(len(specs), t)
+		}
+		specs = append(specs, actors.Spec{Name: u.Name, Address: u.Address, Slots: u.Slots, Transport: x})
 		names = append(names, u.Name)
 	}
+	d.metrics = newMetrics(cfg, names)
 	p := cfg.Upstream
 	d.pool, err = actors.NewPool(actors.Policy{
 		AttemptTimeout: p.AttemptTimeout(),
@@ -67,8 +85,12 @@ func New(cfg *config.Config, log *zap.Logger) (d *Daemon, err error) {
 			Backoff:          p.Backoff(),
 			BackoffMax:       p.BackoffMax(),
 		},
-	}, specs, nil)
+	}, specs, d.metrics)
 	if err != nil {
+		return nil, err
+	}
+	d.metrics.AttachPool(d.pool)
+	if d.qlog, err = newQueryLog(cfg.QueryLog, names, log, opts); err != nil {
 		return nil, err
 	}
 
@@ -87,6 +109,7 @@ func New(cfg *config.Config, log *zap.Logger) (d *Daemon, err error) {
 		Records:       records,
 		Pool:          d.pool,
 		UpstreamNames: names,
+		Hooks:         &observer{metrics: d.metrics, qlog: d.qlog},
 	})
 	if err != nil {
 		return nil, err
@@ -100,7 +123,10 @@ func New(cfg *config.Config, log *zap.Logger) (d *Daemon, err error) {
 		MaxTCPConnections:    s.MaxTCPConnections,
 		MaxConcurrentQueries: s.MaxConcurrentQueries,
 		Logger:               log,
+		OnOverload:           d.metrics.OverloadRefused,
+		OnPanic:              d.metrics.Panic,
 	}
+	d.admin = d.newAdmin()
 	return d, nil
 }
 
@@ -122,19 +148,47 @@ func localRecords(rs []config.LocalRecord) ([]query.Record, error) {
 	return out, nil
 }
 
-// Start binds every listener and starts serving.
+// Start binds every listener, the admin server's included, and starts
+// serving. On an error nothing is left running.
 func (d *Daemon) Start() error {
+	if d.admin != nil {
+		if err := d.admin.Start(); err != nil {
+			d.abandon()
+			return err
+		}
+	}
 	if err := d.server.Start(); err != nil {
-		d.pool.Close()
-		d.closeTransports()
+		if d.admin != nil {
+			_ = d.admin.Shutdown(context.Background())
+		}
+		d.abandon()
 		return err
 	}
 	udp, tcp := d.server.Addrs()
 	d.log.Info("nxdnsd started",
 		zap.Strings("udp", addrStrings(udp)),
 		zap.Strings("tcp", addrStrings(tcp)),
-		zap.Strings("upstreams", upstreamNames(d.pool)))
+		zap.Strings("upstreams", upstreamNames(d.pool)),
+		zap.String("admin", adminString(d.AdminAddr())),
+		zap.String("query_log", d.cfg.QueryLog.Path))
 	return nil
+}
+
+// adminString is the admin address for the log, "" when it is off.
+func adminString(ap netip.AddrPort) string {
+	if !ap.IsValid() {
+		return ""
+	}
+	return ap.String()
+}
+
+// abandon releases whatever New built, for a New or a Start that failed.
+func (d *Daemon) abandon() {
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	d.closeTransports()
+	d.closeQueryLog()
 }
 
 // Addrs returns the bound client addresses, UDP then TCP.
@@ -147,19 +201,28 @@ func (d *Daemon) Addrs() (udp, tcp []netip.AddrPort) {
 func (d *Daemon) Pool() *actors.Pool { return d.pool }
 
 // Shutdown stops listening at once, lets queries in flight finish until
-// ctx is done, then stops the pool's actors and closes every upstream
-// socket.
+// ctx is done, stops the admin server, stops the pool's actors, closes
+// every upstream socket, and finally writes out and closes the query log:
+// every line of an answered query is written, none is cut off by the exit.
+// A second call does nothing more.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	err := d.server.Shutdown(ctx)
+	if d.admin != nil {
+		if aerr := d.admin.Shutdown(ctx); err == nil {
+			err = aerr
+		}
+	}
 	d.pool.Close()
 	d.closeTransports()
+	d.closeQueryLog()
 	d.log.Info("nxdnsd stopped")
 	return err
 }
 
 // Run starts the daemon and serves until ctx is done, then shuts down,
-// giving queries in flight the pool's total budget to finish.
-func Run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+// giving queries in flight the pool's total budget to finish. A value on
+// reopen (SIGUSR1, or nil for none) reopens the query log file.
+func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, reopen <-chan os.Signal) error {
 	d, err := New(cfg, log)
 	if err != nil {
 		return err
@@ -167,7 +230,14 @@ func Run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err := d.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-reopen:
+			_ = d.Reopen() // logged there; a failed reopen keeps the old file
+		}
+	}
 	log.Info("shutting down", zap.Duration("grace", d.grace()))
 	sctx, cancel := context.WithTimeout(context.Background(), d.grace())
 	defer cancel()
@@ -183,6 +253,15 @@ func Run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 func (d *Daemon) grace() time.Duration {
 	p := d.cfg.Upstream
 	return max(p.TotalTimeout(), p.ReadTimeout()) + 500*time.Millisecond
+}
+
+func (d *Daemon) closeQueryLog() {
+	if d.qlog == nil {
+		return
+	}
+	if err := d.qlog.Close(); err != nil {
+		d.log.Error("closing the query log", zap.String("path", d.cfg.QueryLog.Path), zap.Error(err))
+	}
 }
 
 func (d *Daemon) closeTransports() {

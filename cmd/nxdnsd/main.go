@@ -4,6 +4,9 @@
 //	nxdnsd -c FILE            run with the TOML configuration FILE
 //	nxdnsd -c FILE -check     validate only: exit 0 when valid, else 2
 //	nxdnsd -version           print the version
+//
+// SIGINT and SIGTERM stop it gracefully; SIGUSR1 reopens the query log
+// file, for logrotate.
 package main
 
 import (
@@ -83,7 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer log.Sync() //nolint:errcheck // stderr may not sync; nothing to do about it
 	log.Info("nxdnsd", zap.String("version", version), zap.String("config", configName(*path)))
-	if err := daemon.Run(ctx, cfg, log); err != nil {
+	// SIGUSR1 reopens the query log after logrotate has moved it.
+	reopen := make(chan os.Signal, 1)
+	signal.Notify(reopen, syscall.SIGUSR1)
+	defer signal.Stop(reopen)
+	if err := daemon.Run(ctx, cfg, log, reopen); err != nil {
 		log.Error("nxdnsd failed", zap.Error(err))
 		return exitFailed
 	}

@@ -1,0 +1,205 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/admin/admintest"
+	"github.com/nxdnsd/nxdnsd/metrics"
+	"github.com/nxdnsd/nxdnsd/metrics/metricstest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	t0      = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	refused = errors.New("upstream refused the query")
+)
+
+func TestHealthStatusRules(t *testing.T) {
+	healthy := actors.Status{Name: "a", Address: "udp://192.0.2.1:53", Slots: 4}
+	backoff := actors.Status{Name: "b", Address: "udp://192.0.2.2:53", Slots: 4, InBackoff: true,
+		BackoffUntil: t0.Add(time.Second), Failures: 3, ConsecutiveFailures: 3, LastError: refused, LastErrorAt: t0}
+	halfOpen := backoff
+	halfOpen.BackoffUntil = t0.Add(-time.Second) // the backoff ended; the trial has not run yet
+	for _, tc := range []struct {
+		name   string
+		st     []actors.Status
+		status string
+		code   int
+	}{
+		{"all healthy", []actors.Status{healthy, healthy}, StatusOK, 200},
+		{"some in backoff", []actors.Status{backoff, healthy}, StatusDegraded, 200},
+		{"all in backoff", []actors.Status{backoff, backoff}, StatusDown, 503},
+		{"half-open counts as backoff", []actors.Status{halfOpen}, StatusDown, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, code := HealthOf(tc.st)
+			if h.Status != tc.status || code != tc.code {
+				t.Errorf("status %s (%d), want %s (%d)", h.Status, code, tc.status, tc.code)
+			}
+			body, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admintest.RequireHealth(t, code, body)
+		})
+	}
+
+	h, _ := HealthOf([]actors.Status{healthy, backoff})
+	a, b := h.Upstreams[0], h.Upstreams[1]
+	if a.State != StateHealthy || a.BackoffUntil != nil || a.LastError != nil || a.LastErrorAt != nil {
+		t.Errorf("healthy upstream: %+v", a)
+	}
+	if b.State != StateBackoff || !b.BackoffUntil.Equal(t0.Add(time.Second)) || *b.LastError != refused.Error() || !b.LastErrorAt.Equal(t0) {
+		t.Errorf("upstream in backoff: %+v", b)
+	}
+}
+
+func TestSchemaRefusesWhatItDoesNotDescribe(t *testing.T) {
+	good := `{"status":"ok","upstreams":[{"name":"a","address":"udp://192.0.2.1:53","state":"healthy","slots":1,"in_flight":0,` +
+		`"successes":0,"failures":0,"consecutive_failures":0,"backoff_until":null,"last_error":null,"last_error_at":null}]}`
+	if err := admintest.CheckHealth(200, []byte(good)); err != nil {
+		t.Fatalf("a good body: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		code int
+		body string
+	}{
+		"unknown status":      {200, strings.Replace(good, `"ok"`, `"fine"`, 1)},
+		"unknown state":       {200, strings.Replace(good, `"healthy"`, `"sick"`, 1)},
+		"missing field":       {200, strings.Replace(good, `"in_flight":0,`, ``, 1)},
+		"extra field":         {200, strings.Replace(good, `"slots":1,`, `"slots":1,"weight":2,`, 1)},
+		"bad date":            {200, strings.Replace(good, `"last_error_at":null`, `"last_error_at":"yesterday"`, 1)},
+		"undocumented status": {500, good},
+		"not JSON":            {200, `status: ok`},
+	} {
+		if err := admintest.CheckHealth(tc.code, []byte(tc.body)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// fakePool serves fixed statuses and counts Sync calls.
+type fakePool struct {
+	st     []actors.Status
+	synced atomic.Int32
+}
+
+func (p *fakePool) Sync()                   { p.synced.Add(1) }
+func (p *fakePool) Status() []actors.Status { return p.st }
+
+func startServer(tb testing.TB, p *fakePool) (*Server, string) {
+	tb.Helper()
+	m := metrics.New(metrics.Config{Upstreams: []string{"a"}})
+	s := New(Config{Listen: "127.0.0.1:0", Metrics: m, Pool: p})
+	if err := s.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Shutdown(context.Background()); err != nil {
+			tb.Errorf("shutdown: %v", err)
+		}
+	})
+	return s, "http://" + s.Addr().String()
+}
+
+func get(tb testing.TB, method, url string) (*http.Response, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp, body
+}
+
+func TestServesMetricsAndHealth(t *testing.T) {
+	p := &fakePool{st: []actors.Status{{Name: "a", Address: "udp://192.0.2.1:53", Slots: 2, InBackoff: true, BackoffUntil: t0}}}
+	s, base := startServer(t, p)
+	if !s.Addr().Addr().IsLoopback() || s.Addr().Port() == 0 {
+		t.Errorf("bound %v", s.Addr())
+	}
+
+	resp, body := get(t, "GET", base+"/metrics")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != MetricsContentType {
+		t.Errorf("/metrics: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	fs, err := metricstest.Parse(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := metricstest.CheckSpec(fs, []string{"a"}, nil); err != nil {
+		t.Error(err)
+	}
+
+	resp, body = get(t, "GET", base+"/api/health")
+	if resp.StatusCode != 503 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("/api/health with its only upstream in backoff: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	admintest.RequireHealth(t, resp.StatusCode, body)
+	if p.synced.Load() != 1 {
+		t.Errorf("the health check synced the pool %d times, want 1", p.synced.Load())
+	}
+
+	if resp, _ := get(t, "HEAD", base+"/api/health"); resp.StatusCode != 503 {
+		t.Errorf("HEAD /api/health: %d", resp.StatusCode)
+	}
+	for _, method := range []string{"POST", "PUT", "DELETE"} {
+		resp, _ := get(t, method, base+"/api/health")
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s /api/health: %d, want 405", method, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, "GET", base+"/api/nothing"); resp.StatusCode != 404 {
+		t.Errorf("unknown path: %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestServerTimeoutsAreSet(t *testing.T) {
+	s := New(Config{Listen: "127.0.0.1:0"})
+	if s.http.ReadHeaderTimeout <= 0 || s.http.ReadTimeout <= 0 || s.http.WriteTimeout <= 0 || s.http.IdleTimeout <= 0 {
+		t.Errorf("timeouts: header %v read %v write %v idle %v", s.http.ReadHeaderTimeout, s.http.ReadTimeout, s.http.WriteTimeout, s.http.IdleTimeout)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	for _, addr := range []string{"localhost:8053", "127.0.0.1"} {
+		if err := New(Config{Listen: addr}).Start(); err == nil {
+			t.Errorf("Start on %q succeeded", addr)
+		}
+	}
+	s, _ := startServer(t, &fakePool{})
+	if err := New(Config{Listen: s.Addr().String()}).Start(); err == nil {
+		t.Error("a second server bound a port in use")
+	}
+}
+
+func TestShutdownTwiceAndBeforeStart(t *testing.T) {
+	if err := New(Config{Listen: "127.0.0.1:0"}).Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown before Start: %v", err)
+	}
+	s, _ := startServer(t, &fakePool{})
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The cleanup shuts it down again.
+}

@@ -1,0 +1,94 @@
+package admin
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+)
+
+// Values of Health.Status (spec section 8).
+const (
+	StatusOK       = "ok"       // every enabled upstream is healthy
+	StatusDegraded = "degraded" // some are in backoff
+	StatusDown     = "down"     // all are in backoff; the response is 503
+)
+
+// Values of UpstreamHealth.State.
+const (
+	StateHealthy = "healthy"
+	StateBackoff = "backoff" // in backoff, half-open included
+)
+
+// Health is the body of GET /api/health, described by openapi.yaml.
+type Health struct {
+	Status    string           `json:"status"`
+	Upstreams []UpstreamHealth `json:"upstreams"` // in priority order
+}
+
+// UpstreamHealth is one enabled upstream's state. Nullable fields are
+// pointers: null until there is something to say.
+type UpstreamHealth struct {
+	Name                string     `json:"name"`
+	Address             string     `json:"address"`
+	State               string     `json:"state"`
+	Slots               int        `json:"slots"`
+	InFlight            int        `json:"in_flight"`
+	Successes           uint64     `json:"successes"`
+	Failures            uint64     `json:"failures"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	BackoffUntil        *time.Time `json:"backoff_until"` // null unless in backoff; in the past while half-open
+	LastError           *string    `json:"last_error"`    // the last recorded failure's error, null before any
+	LastErrorAt         *time.Time `json:"last_error_at"` // when that failure was recorded
+}
+
+// HealthOf builds the health report of the upstreams in st and the HTTP
+// status that goes with it: 503 when every upstream is in backoff (and so
+// when there is none), else 200.
+func HealthOf(st []actors.Status) (Health, int) {
+	h := Health{Upstreams: make([]UpstreamHealth, len(st))}
+	backoff := 0
+	for i, s := range st {
+		u := UpstreamHealth{
+			Name:                s.Name,
+			Address:             s.Address,
+			State:               StateHealthy,
+			Slots:               s.Slots,
+			InFlight:            s.InFlight,
+			Successes:           s.Successes,
+			Failures:            s.Failures,
+			ConsecutiveFailures: s.ConsecutiveFailures,
+		}
+		if s.InBackoff {
+			backoff++
+			u.State = StateBackoff
+			u.BackoffUntil = utc(s.BackoffUntil)
+		}
+		if s.LastError != nil {
+			msg := s.LastError.Error()
+			u.LastError = &msg
+			u.LastErrorAt = utc(s.LastErrorAt)
+		}
+		h.Upstreams[i] = u
+	}
+	switch {
+	case backoff == len(st):
+		h.Status = StatusDown
+		return h, http.StatusServiceUnavailable
+	case backoff > 0:
+		h.Status = StatusDegraded
+	default:
+		h.Status = StatusOK
+	}
+	return h, http.StatusOK
+}
+
+// utc returns t in UTC without its monotonic reading, or nil for the zero
+// time.
+func utc(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC().Round(0)
+	return &t
+}

@@ -1,0 +1,182 @@
+// Package admin is nxdnsd's HTTP interface on admin.listen: GET /metrics
+// in the Prometheus text format and GET /api/health (spec section 8,
+// described by openapi.yaml at the repository root).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+)
+
+// Timeouts of the admin server. A scrape or a health check is one small
+// request answered from memory; these only stop a slow or idle client from
+// holding a connection (and a goroutine) for long.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 10 * time.Second
+	WriteTimeout      = 10 * time.Second
+	IdleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 8 << 10
+)
+
+// MetricsContentType is the Prometheus text exposition format, version
+// 0.0.4.
+const MetricsContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Metrics renders the metrics; *metrics.Metrics implements it.
+type Metrics interface {
+	WritePrometheus(w io.Writer)
+}
+
+// Pool is what the health report reads; *actors.Pool implements it.
+type Pool interface {
+	Sync()
+	Status() []actors.Status
+}
+
+var _ Pool = (*actors.Pool)(nil)
+
+// Config is what a Server serves.
+type Config struct {
+	// Listen is the "IP:PORT" to bind; port 0 picks one (see Addr). The
+	// configuration's default is loopback: the admin API has no
+	// authentication.
+	Listen string
+
+	Metrics Metrics     // required
+	Pool    Pool        // required
+	Logger  *zap.Logger // or nil
+}
+
+// Server is the admin HTTP server. Start it once and Shutdown it once.
+type Server struct {
+	cfg  Config
+	log  *zap.Logger
+	http *http.Server
+
+	mu   sync.Mutex // guards following
+	ln   net.Listener
+	done chan struct{} // closed when Serve has returned; nil before Start
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New returns a Server for cfg; nothing listens until Start.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(s.log.Named("admin")),
+	}
+	return s
+}
+
+// Handler returns the routes: GET (and HEAD) /metrics and /api/health; any
+// other method gets 405, any other path 404.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /api/health", s.serveHealth)
+	return mux
+}
+
+// Start binds cfg.Listen and serves in the background.
+func (s *Server) Start() error {
+	ap, err := netip.ParseAddrPort(s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("admin: parsing listen address %q: %w", s.cfg.Listen, err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("admin: listening on %s: %w", s.cfg.Listen, err)
+	}
+	s.mu.Lock()
+	s.ln, s.done = ln, make(chan struct{})
+	s.mu.Unlock()
+	if !ap.Addr().IsLoopback() {
+		s.log.Warn("the admin API is reachable from the network and has no authentication",
+			zap.String("listen", s.cfg.Listen))
+	}
+	s.log.Info("serving", zap.String("proto", "http"), zap.Stringer("addr", ln.Addr()))
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// Addr returns the bound address, or the zero AddrPort before Start.
+func (s *Server) Addr() netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return netip.AddrPort{}
+	}
+	ap, _ := netip.ParseAddrPort(s.ln.Addr().String())
+	return ap
+}
+
+// Shutdown stops accepting, lets requests in progress finish until ctx is
+// done, then closes every connection. It returns once the server's
+// goroutines have ended; ctx.Err() if it had to cut requests short.
+// Later calls return the first call's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.mu.Lock()
+		done := s.done
+		s.mu.Unlock()
+		if done == nil {
+			return
+		}
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.shutdownErr = err
+			_ = s.http.Close()
+		}
+		<-done
+	})
+	return s.shutdownErr
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", MetricsContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	s.cfg.Metrics.WritePrometheus(w)
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	// Sync first: a client that just got an answer sees its outcome.
+	s.cfg.Pool.Sync()
+	h, code := HealthOf(s.cfg.Pool.Status())
+	body, err := json.Marshal(h)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}

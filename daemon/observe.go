@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"io"
+	"net/netip"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/admin"
+	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/metrics"
+	"github.com/nxdnsd/nxdnsd/query"
+	"github.com/nxdnsd/nxdnsd/querylog"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// options are New's seams for tests; the zero value is production.
+type options struct {
+	// queryLog, when set, receives the query log instead of
+	// query_log.path (which must still be non-empty to turn it on): a
+	// test stalls it to play a hung disk.
+	queryLog io.Writer
+
+	// queryLogBuffer overrides querylog.DefaultBuffer.
+	queryLogBuffer int
+
+	// exchanger, when set, wraps upstream i's transport: a test makes one
+	// that holds its slot past any budget.
+	exchanger func(i int, t wire.Exchanger) wire.Exchanger
+}
+
+// observer is the daemon's query.Hooks: every answered query is counted
+// in the metrics and written to the query log. It runs on the query's
+// goroutine and neither waits nor allocates.
+type observer struct {
+	metrics *metrics.Metrics // always non-nil
+	qlog    *querylog.Logger // or nil: the query log is off
+}
+
+var _ query.Hooks = (*observer)(nil)
+
+// QueryDone implements query.Hooks.
+func (o *observer) QueryDone(e *query.Entry) {
+	o.metrics.Query(e.Proto, e.Rcode, e.Duration)
+	if e.Source == query.SourceForwardZone {
+		o.metrics.ForwardZone(e.Zone, e.ZoneOutcome)
+	}
+	if o.qlog != nil && !o.qlog.Log(e) {
+		o.metrics.QueryLogDropped()
+	}
+}
+
+// newMetrics creates the metric set with a series for every enabled
+// upstream (names, by pool index) and every forward zone.
+func newMetrics(cfg *config.Config, names []string) *metrics.Metrics {
+	zones := make([]string, len(cfg.ForwardZones))
+	for i, z := range cfg.ForwardZones {
+		zones[i] = dns.CanonicalName(z.Zone) // as query.Entry.Zone spells it
+	}
+	return metrics.New(metrics.Config{Upstreams: names, Zones: zones})
+}
+
+// newQueryLog starts the query log the configuration asks for, or returns
+// nil when query_log.path is "".
+func newQueryLog(cfg config.QueryLog, names []string, log *zap.Logger, opts options) (*querylog.Logger, error) {
+	if cfg.Path == "" {
+		return nil, nil
+	}
+	o := querylog.Options{
+		Encoder: querylog.Encoder{Attempts: cfg.Attempts, Upstreams: names},
+		Buffer:  opts.queryLogBuffer,
+		Logger:  log,
+	}
+	if opts.queryLog != nil {
+		return querylog.New(opts.queryLog, o), nil
+	}
+	return querylog.Open(cfg.Path, o)
+}
+
+// newAdmin returns the admin server of admin.listen, or nil when it is "".
+func (d *Daemon) newAdmin() *admin.Server {
+	if d.cfg.Admin.Listen == "" {
+		return nil
+	}
+	return admin.New(admin.Config{
+		Listen:  d.cfg.Admin.Listen,
+		Metrics: d.metrics,
+		Pool:    d.pool,
+		Logger:  d.log,
+	})
+}
+
+// AdminAddr returns the admin server's bound address (its port when
+// admin.listen asked for port 0), or the zero AddrPort when the admin
+// server is off or not started.
+func (d *Daemon) AdminAddr() netip.AddrPort {
+	if d.admin == nil {
+		return netip.AddrPort{}
+	}
+	return d.admin.Addr()
+}
+
+// Reopen reopens the query-log file, for logrotate: it renames the file,
+// then sends SIGUSR1, and nxdnsd starts a new file at the configured path.
+// Lines accepted before the call go to the old file. It does nothing when
+// the query log is off or on stdout. A failure is logged and returned; the
+// old file is kept.
+func (d *Daemon) Reopen() error {
+	if d.qlog == nil {
+		return nil
+	}
+	if err := d.qlog.Reopen(); err != nil {
+		d.log.Error("reopening the query log; still writing to the old file", zap.String("path", d.cfg.QueryLog.Path), zap.Error(err))
+		return err
+	}
+	d.log.Info("query log reopened", zap.String("path", d.cfg.QueryLog.Path))
+	return nil
+}

@@ -1,0 +1,217 @@
+// Package metrics is nxdnsd's metric set: every name of spec section 7,
+// rendered in the Prometheus text format by VictoriaMetrics/metrics.
+//
+// Each Metrics owns its own metrics.Set, never the library's global one, so
+// two daemons (or two tests) in one process count separately. Counters the
+// query path moves itself live in the set; what the pool already counts
+// (successes, failures, slots, backoff, queued waits, exhausted budgets) is
+// read from the pool at scrape time, so the metrics, /api/health and the
+// pool can never disagree.
+package metrics
+
+import (
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/internal/dnstext"
+)
+
+// Protocols and rcodes whose nxdns_queries_total series exist from start:
+// the rcodes nxdnsd itself answers with, and the common ones upstreams
+// send. Any other rcode gets its series when it is first seen.
+var (
+	protos     = [...]string{"udp", "tcp"}
+	initRcodes = [...]int{0, 1, 2, 3, 4, 5, 16} // NOERROR FORMERR SERVFAIL NXDOMAIN NOTIMP REFUSED BADVERS
+)
+
+// rcodeCache is how many rcodes have a cached counter per protocol; the
+// header's 4-bit rcode plus the extended ones up to BADCOOKIE (23) fit.
+const rcodeCache = 24
+
+// zoneOutcomes are the outcome label values of
+// nxdns_forward_zone_queries_total; query.ZoneAnswer and friends.
+var zoneOutcomes = [...]string{"answer", "timeout", "error"}
+
+// durationBuckets are the upper bounds, in seconds, of both latency
+// histograms: from a local answer (well under a millisecond) to the
+// longest budget an operator is likely to configure.
+var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Config names the series that exist from start-up.
+type Config struct {
+	// Upstreams are the pool's upstream names, by pool index.
+	Upstreams []string
+
+	// Zones are the forward zones' names, as query.Entry.Zone spells them.
+	Zones []string
+}
+
+// Metrics is one daemon's metric set. It implements actors.Observer. All
+// methods are safe for concurrent use. The ones on the query path
+// (ObserveAttempt, Query, ForwardZone and the event counters) allocate
+// nothing for the series New created; they take no lock but the library's
+// brief one per histogram update.
+type Metrics struct {
+	set       *vm.Set
+	upstreams []string
+
+	queries       [len(protos)][rcodeCache]atomic.Pointer[vm.Counter] // by proto index, rcode; filled lazily past initRcodes
+	queryDuration *vm.PrometheusHistogram
+
+	attempts        [][len(actors.Outcomes)]*vm.Counter // by upstream index, then outcome
+	attemptDuration []*vm.PrometheusHistogram           // by upstream index
+
+	zones map[string]*[len(zoneOutcomes)]*vm.Counter // read-only after New
+
+	overloadRefused *vm.Counter
+	panics          *vm.Counter
+	queryLogDropped *vm.Counter
+
+	pool atomic.Pointer[poolRef] // nil until AttachPool
+}
+
+// New creates the metric set with every series of spec section 7 at zero:
+// per-upstream series for every name in cfg.Upstreams, per-zone series for
+// every zone.
+//
+// New turns on the library's process-wide metadata switch
+// (metrics.ExposeMetadata), so that every family is rendered with its
+// # TYPE line: Prometheus then knows the counters from the gauges, the
+// histograms' buckets from plain series. It is only ever switched on.
+func New(cfg Config) *Metrics {
+	vm.ExposeMetadata(true)
+	s := vm.NewSet()
+	m := &Metrics{
+		set:             s,
+		upstreams:       append([]string(nil), cfg.Upstreams...),
+		queryDuration:   s.NewPrometheusHistogramExt("nxdns_query_duration_seconds", durationBuckets),
+		attempts:        make([][len(actors.Outcomes)]*vm.Counter, len(cfg.Upstreams)),
+		attemptDuration: make([]*vm.PrometheusHistogram, len(cfg.Upstreams)),
+		zones:           make(map[string]*[len(zoneOutcomes)]*vm.Counter, len(cfg.Zones)),
+		overloadRefused: s.NewCounter("nxdns_overload_refused_total"),
+		panics:          s.NewCounter("nxdns_panics_total"),
+		queryLogDropped: s.NewCounter("nxdns_query_log_dropped_total"),
+	}
+	for p := range protos {
+		for _, rc := range initRcodes {
+			m.queryCounter(p, rc)
+		}
+	}
+	for i, name := range cfg.Upstreams {
+		up := `upstream="` + escape(name) + `"`
+		for _, o := range actors.Outcomes {
+			m.attempts[i][o] = s.NewCounter(`nxdns_upstream_attempts_total{` + up + `,outcome="` + o.String() + `"}`)
+		}
+		m.attemptDuration[i] = s.NewPrometheusHistogramExt(`nxdns_upstream_attempt_duration_seconds{`+up+`}`, durationBuckets)
+	}
+	for _, z := range cfg.Zones {
+		if _, dup := m.zones[z]; dup {
+			continue
+		}
+		var cs [len(zoneOutcomes)]*vm.Counter
+		for i, o := range zoneOutcomes {
+			cs[i] = s.NewCounter(zoneSeries(z, o))
+		}
+		m.zones[z] = &cs
+	}
+	s.RegisterMetricsWriter(m.writePool)
+	return m
+}
+
+// ObserveAttempt counts one pool attempt by how it ended and records its
+// duration (actors.Observer).
+func (m *Metrics) ObserveAttempt(upstream int, o actors.Outcome, d time.Duration) {
+	if upstream < 0 || upstream >= len(m.attempts) || int(o) >= len(actors.Outcomes) {
+		return // not a configured upstream or outcome: nothing to attribute it to
+	}
+	m.attempts[upstream][o].Inc()
+	m.attemptDuration[upstream].Update(d.Seconds())
+}
+
+// Query counts one answered client query by protocol ("udp", "tcp") and
+// the rcode sent, and records how long it took.
+func (m *Metrics) Query(proto string, rcode int, d time.Duration) {
+	p := protoIndex(proto)
+	if p < 0 || rcode < 0 || rcode >= rcodeCache {
+		m.set.GetOrCreateCounter(querySeries(proto, rcode)).Inc() // rare: allocates the name
+	} else {
+		m.queryCounter(p, rcode).Inc()
+	}
+	m.queryDuration.Update(d.Seconds())
+}
+
+// queryCounter returns the cached counter of protos[p] and rcode, creating
+// it on first use.
+func (m *Metrics) queryCounter(p, rcode int) *vm.Counter {
+	slot := &m.queries[p][rcode]
+	if c := slot.Load(); c != nil {
+		return c
+	}
+	// GetOrCreateCounter returns the one counter of a name however many
+	// goroutines race here, so storing any of them is right.
+	c := m.set.GetOrCreateCounter(querySeries(protos[p], rcode))
+	slot.Store(c)
+	return c
+}
+
+// ForwardZone counts one forward-zone exchange of zone by its outcome
+// (query.ZoneAnswer, ZoneTimeout or ZoneError).
+func (m *Metrics) ForwardZone(zone, outcome string) {
+	if cs, ok := m.zones[zone]; ok {
+		for i, o := range zoneOutcomes {
+			if o == outcome {
+				cs[i].Inc()
+				return
+			}
+		}
+	}
+	m.set.GetOrCreateCounter(zoneSeries(zone, outcome)).Inc() // not configured: allocates the name
+}
+
+// OverloadRefused counts one query answered REFUSED because
+// server.max_concurrent_queries were being served (wire.Server.OnOverload).
+func (m *Metrics) OverloadRefused() { m.overloadRefused.Inc() }
+
+// Panic counts one panic recovered while serving a query
+// (wire.Server.OnPanic).
+func (m *Metrics) Panic() { m.panics.Inc() }
+
+// QueryLogDropped counts one query-log line dropped because the writer
+// fell behind.
+func (m *Metrics) QueryLogDropped() { m.queryLogDropped.Inc() }
+
+// WritePrometheus writes every nxdnsd series, then the Go runtime and
+// process metrics of the library, in the Prometheus text format (version
+// 0.0.4). It first waits for the pool's actors to apply every outcome sent
+// so far (see actors.Pool.Sync).
+func (m *Metrics) WritePrometheus(w io.Writer) {
+	m.set.WritePrometheus(w)
+	vm.WriteProcessMetrics(w)
+}
+
+func protoIndex(proto string) int {
+	for i, p := range protos {
+		if p == proto {
+			return i
+		}
+	}
+	return -1
+}
+
+func querySeries(proto string, rcode int) string {
+	return `nxdns_queries_total{proto="` + escape(proto) + `",rcode="` + dnstext.Rcode(rcode) + `"}`
+}
+
+func zoneSeries(zone, outcome string) string {
+	return `nxdns_forward_zone_queries_total{zone="` + escape(zone) + `",outcome="` + escape(outcome) + `"}`
+}
+
+// labelEscaper escapes a label value as the text format requires.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escape(v string) string { return labelEscaper.Replace(v) }
