@@ -55,6 +55,8 @@ var sentinelGroups = map[error]Group{
 	wire.ErrTruncated:        GroupPeerFault,
 	wire.ErrPack:             GroupLocalResource,
 	wire.ErrResolverTimeout:  GroupPeerFault, // forward zones: the resolver's own timeout
+	wire.ErrHTTPStatus:       GroupPeerFault,
+	wire.ErrContentType:      GroupPeerFault,
 }
 
 // localErrnos are the system errors that mean this host, not the

@@ -18,8 +18,8 @@ func TestLoadDefault(t *testing.T) {
 	}
 	want := Default()
 	want.Upstreams = []Upstream{
-		{Name: "quad9", Address: "udp://9.9.9.9:53", Slots: DefaultSlots, Enabled: ptr(true)},
-		{Name: "cloudflare", Address: "udp://1.1.1.1:53", Slots: DefaultSlots, Enabled: ptr(true)},
+		{Name: "quad9", Address: "tls://dns.quad9.net:853", IP: "9.9.9.9", Slots: DefaultSlots, Enabled: ptr(true)},
+		{Name: "cloudflare", Address: "tls://one.one.one.one:853", IP: "1.1.1.1", Slots: DefaultSlots, Enabled: ptr(true)},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("LoadDefault() =\n%+v\nwant\n%+v", *cfg, want)
@@ -45,8 +45,8 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 			}
 		}
 	}
-	minimal := "[[upstreams]]\nname = \"quad9\"\naddress = \"udp://9.9.9.9:53\"\n" +
-		"[[upstreams]]\nname = \"cloudflare\"\naddress = \"udp://1.1.1.1:53\"\n"
+	minimal := "[[upstreams]]\nname = \"quad9\"\naddress = \"tls://dns.quad9.net:853\"\nip = \"9.9.9.9\"\n" +
+		"[[upstreams]]\nname = \"cloudflare\"\naddress = \"tls://one.one.one.one:853\"\nip = \"1.1.1.1\"\n"
 	got, def := mustParse(t, minimal), mustParse(t, src)
 	for i := range def.Upstreams {
 		def.Upstreams[i].Enabled = nil // written as true in the file, absent here

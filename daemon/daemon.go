@@ -63,7 +63,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		if !u.IsEnabled() {
 			continue
 		}
-		t, err := wire.NewTransport(u.Address, wire.WithMaxConns(u.Slots))
+		t, err := wire.NewTransport(u.Address, wire.WithMaxConns(u.Slots), wire.WithDialIP(u.IP), wire.WithCAFile(u.CAFile))
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}

@@ -35,6 +35,13 @@ var (
 	// evidence about that resolver, never a budget: it deliberately does not
 	// match context.DeadlineExceeded.
 	ErrResolverTimeout = errors.New("resolver timed out")
+
+	// ErrHTTPStatus: a DoH server answered with a status other than 200.
+	ErrHTTPStatus = errors.New("DoH server answered with an HTTP error")
+
+	// ErrContentType: a DoH server answered 200 with a body that is not
+	// application/dns-message (a captive portal's page, a proxy's error).
+	ErrContentType = errors.New("DoH answer is not application/dns-message")
 )
 
 // Sentinels returns every sentinel error declared above.
@@ -42,5 +49,6 @@ func Sentinels() []error {
 	return []error{
 		ErrBudgetExhausted, ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
 		ErrMalformed, ErrTruncated, ErrPack, ErrResolverTimeout,
+		ErrHTTPStatus, ErrContentType,
 	}
 }

@@ -1,9 +1,13 @@
 package wire
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -31,24 +35,54 @@ const (
 	// a few seconds for busy servers); keeping ours shorter avoids most races
 	// with that close.
 	DefaultIdleTimeout = 5 * time.Second
+
+	// DefaultTLSIdleTimeout is how long an idle DoT or DoH connection is
+	// kept. Longer than plain TCP's: a new connection costs a TLS handshake
+	// (two round trips more), and a server's own idle close is no hazard —
+	// DoT's reader and HTTP/2's see it the moment it happens, so a closed
+	// connection is never handed to a query.
+	DefaultTLSIdleTimeout = 30 * time.Second
+
+	// DefaultPipelineConns is how many DoT connections one upstream gets.
+	// Queries are pipelined, so one connection carries any load a home
+	// forwarder sees; a second keeps a slow answer or a lost packet on one
+	// from delaying every query behind it in the server's stream.
+	DefaultPipelineConns = 2
 )
 
-// Option tunes a transport made by NewTransport, NewUDP, NewTCP or
-// NewForwarder.
+// Option tunes a transport made by NewTransport, NewUDP, NewTCP, NewTLS,
+// NewHTTPS or NewForwarder. Each says which transports it applies to; the
+// others ignore it.
 type Option func(*options)
 
 type options struct {
-	maxIdle     int
-	maxConns    int
-	idleTimeout time.Duration
+	maxIdle       int
+	maxConns      int
+	pipelineConns int
+	idleTimeout   time.Duration
+	idleSet       bool        // WithIdleTimeout gave idleTimeout: DoT and DoH keep their default otherwise
+	tlsConfig     *tls.Config // or nil: a fresh configuration
+	dialIP        string      // or "": resolve HOST when dialling
+	caFile        string      // or "": the system roots (or tlsConfig's)
 }
 
 func buildOptions(opts []Option) options {
-	o := options{maxIdle: DefaultMaxIdle, maxConns: DefaultMaxConns, idleTimeout: DefaultIdleTimeout}
+	o := options{
+		maxIdle: DefaultMaxIdle, maxConns: DefaultMaxConns,
+		pipelineConns: DefaultPipelineConns, idleTimeout: DefaultIdleTimeout,
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	return o
+}
+
+// idleTimeoutOr returns the idle timeout WithIdleTimeout gave, or def.
+func (o options) idleTimeoutOr(def time.Duration) time.Duration {
+	if o.idleSet {
+		return o.idleTimeout
+	}
+	return def
 }
 
 // WithMaxIdle keeps at most n idle sockets (UDP) or connections (TCP) per
@@ -60,25 +94,70 @@ func WithMaxIdle(n int) Option {
 // WithMaxConns bounds the TCP connections open to the upstream at once;
 // exchanges past it wait for one, bounded by their context. Default
 // DefaultMaxConns; n below 1 is 1. The pool's slots usually bound
-// concurrency first: pass the upstream's slots here.
+// concurrency first: pass the upstream's slots here. For DoH it bounds the
+// HTTP connections (HTTP/2 needs one; it matters for an HTTP/1.1 server);
+// DoT pipelines and takes WithPipelineConns instead.
 func WithMaxConns(n int) Option {
 	return func(o *options) { o.maxConns = max(n, 1) }
 }
 
-// WithIdleTimeout closes TCP connections idle for longer than d. Default
-// DefaultIdleTimeout; d <= 0 keeps the default.
+// WithIdleTimeout closes connections idle for longer than d. Default
+// DefaultIdleTimeout for TCP, DefaultTLSIdleTimeout for DoT and DoH; d <= 0
+// keeps the default.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
-			o.idleTimeout = d
+			o.idleTimeout, o.idleSet = d, true
 		}
 	}
 }
 
+// WithPipelineConns bounds the DoT connections to the upstream; queries
+// are pipelined on them, so a few carry any load. Default
+// DefaultPipelineConns; n below 1 is 1.
+func WithPipelineConns(n int) Option {
+	return func(o *options) { o.pipelineConns = max(n, 1) }
+}
+
+// WithTLSConfig makes DoT and DoH start from a clone of c instead of an
+// empty configuration, say for client certificates. The transport still
+// sets TLS 1.2 as the least version when c allows less, the server name
+// from the address when c names none, and WithCAFile's roots when given.
+// c is not modified. nil means none.
+func WithTLSConfig(c *tls.Config) Option {
+	return func(o *options) { o.tlsConfig = c }
+}
+
+// WithDialIP makes DoT and DoH connect to ip instead of resolving the
+// address's HOST, which stays the name the certificate must carry (the ip
+// key of an upstream). It spares the bootstrap lookup, which a forwarder
+// serving its own host could otherwise send to itself. "" means not set;
+// NewTransport refuses an ip that does not parse, and refuses any ip for
+// udp:// and tcp://, whose addresses are IPs already.
+func WithDialIP(ip string) Option {
+	return func(o *options) { o.dialIP = ip }
+}
+
+// WithCAFile makes DoT and DoH trust the certificates of the PEM file at
+// path, and only those, instead of the system roots (the ca_file key of an
+// upstream): a home-lab resolver with a private CA. "" means not set.
+// NewTransport reads the file and refuses one it cannot read, one without a
+// certificate, or one with a certificate that does not parse; it refuses a
+// CA file for udp:// and tcp://.
+func WithCAFile(path string) Option {
+	return func(o *options) { o.caFile = path }
+}
+
 // NewTransport returns the transport for a configured upstream address:
-// "udp://IP:PORT" (UDP, retried over TCP when the answer is truncated) or
-// "tcp://IP:PORT". The tls:// and https:// forms are recognised but not
-// supported yet, and yield an error saying so.
+//
+//	udp://IP:PORT        UDP, retried over TCP when the answer is truncated (UDP)
+//	tcp://IP:PORT        TCP (TCP)
+//	tls://HOST:PORT      DNS over TLS, RFC 7858 (TLS)
+//	https://HOST[:PORT]/PATH  DNS over HTTPS, RFC 8484 (HTTPS)
+//
+// HOST may be a name or an IP literal (IPv6 in brackets); it is the name
+// the server's certificate must carry. It refuses a malformed address and
+// options that do not apply to it or do not load (WithDialIP, WithCAFile).
 func NewTransport(address string, opts ...Option) (Transport, error) {
 	scheme, rest, ok := strings.Cut(address, "://")
 	if !ok {
@@ -90,13 +169,40 @@ func NewTransport(address string, opts ...Option) (Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream %q: want %s://IP:PORT: %w", address, scheme, err)
 		}
+		if o := buildOptions(opts); o.dialIP != "" || o.caFile != "" {
+			return nil, fmt.Errorf("upstream %q: ip and ca_file apply only to tls:// and https://", address)
+		}
 		if scheme == "udp" {
 			return NewUDP(ap.String(), opts...), nil
 		}
 		return NewTCP(ap.String(), opts...), nil
-	case "tls", "https":
-		return nil, fmt.Errorf("upstream %q: %s:// is not supported yet", address, scheme)
+	case "tls":
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil || host == "" || !validPort(port) {
+			return nil, fmt.Errorf("upstream %q: want tls://HOST:PORT", address)
+		}
+		t, err := NewTLS(net.JoinHostPort(host, port), opts...)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", address, err)
+		}
+		return t, nil
+	case "https":
+		u, err := url.Parse(address)
+		if err != nil || u.Hostname() == "" || u.Path == "" || (u.Port() != "" && !validPort(u.Port())) {
+			return nil, fmt.Errorf("upstream %q: want https://HOST[:PORT]/PATH", address)
+		}
+		h, err := NewHTTPS(address, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", address, err)
+		}
+		return h, nil
 	default:
 		return nil, fmt.Errorf("upstream %q: unknown scheme %q", address, scheme)
 	}
+}
+
+// validPort reports whether s is a port number in 1..65535.
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1 && n <= 65535
 }

@@ -1,0 +1,215 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// dohMediaType is the DNS wire format's media type (RFC 8484 6).
+const dohMediaType = "application/dns-message"
+
+// HTTP/2 health checks of DoH connections. A connection a NAT box forgot
+// fails no request outright: without a check every query on it would wait
+// its full attempt budget, the pool blaming the upstream each time.
+const (
+	// dohPingAfter: a connection that has received no frame for this long
+	// is pinged.
+	dohPingAfter = 10 * time.Second
+	// dohPingTimeout: a connection whose ping is not answered within this
+	// is closed, failing the requests on it.
+	dohPingTimeout = 5 * time.Second
+)
+
+// HTTPS exchanges queries with one upstream over DNS over HTTPS, the
+// "https://HOST[:PORT]/PATH" address form (RFC 8484): each query a POST of
+// application/dns-message, over HTTP/2 when the server offers it (it
+// should: RFC 8484 5.2), the connection kept and shared by concurrent
+// queries. (A burst before the first connection is up may dial a few;
+// HTTP/2 keeps one and closes the others.) The certificate is verified for
+// HOST.
+//
+// Queries go out with wire ID 0, as RFC 8484 4.1 recommends, and answers
+// come back with the query's ID. Any status but 200, a content type other
+// than application/dns-message, a body that does not decode or is larger
+// than a DNS message are the upstream's faults. A cancelled exchange
+// cancels its own request only: on HTTP/2 that resets one stream, never the
+// connection the others share.
+//
+// Proxy environment variables are ignored: the upstream is dialled
+// directly, at WithDialIP's address when given.
+//
+// An HTTPS is safe for concurrent use.
+type HTTPS struct {
+	url       string // the request URL, as configured
+	label     string // the same, naming the upstream in errors
+	client    http.Client
+	transport *http.Transport // the client's; Close closes its idle connections
+}
+
+var _ Transport = (*HTTPS)(nil)
+
+// NewHTTPS returns a DoH transport posting to rawURL
+// ("https://HOST[:PORT]/PATH"). HOST is the name the server's certificate
+// must carry; WithDialIP pins the address dialled, WithCAFile and
+// WithTLSConfig choose the roots, WithMaxConns and WithMaxIdle bound the
+// HTTP connections and WithIdleTimeout their idle life. It opens no
+// connection until the first exchange; it fails when rawURL is not such a
+// URL or an option does not load.
+func NewHTTPS(rawURL string, opts ...Option) (*HTTPS, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "https" {
+		return nil, fmt.Errorf("%q is not an https:// URL", rawURL)
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		return nil, errNoServerName
+	}
+	if port == "" {
+		port = "443"
+	}
+	o := buildOptions(opts)
+	addr, err := dialAddress(o, host, port)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := tlsClientConfig(o, host)
+	if err != nil {
+		return nil, err
+	}
+
+	var dialer net.Dialer
+	tr := &http.Transport{
+		// The transport talks to one server only: every connection goes
+		// to its address, pinned or resolved.
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, addr)
+		},
+		TLSClientConfig:     conf,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        o.maxIdle,
+		MaxIdleConnsPerHost: o.maxIdle,
+		DisableKeepAlives:   o.maxIdle == 0, // 0 would mean http's default of 2
+		MaxConnsPerHost:     o.maxConns,
+		IdleConnTimeout:     o.idleTimeoutOr(DefaultTLSIdleTimeout),
+		DisableCompression:  true, // DNS messages are small; gzip costs more than it saves
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: dohPingAfter,
+			PingTimeout:     dohPingTimeout,
+		},
+	}
+	return &HTTPS{
+		url:   rawURL,
+		label: rawURL,
+		client: http.Client{
+			Transport: tr,
+			// A DoH server that redirects is misconfigured, and following
+			// would turn the POST into a bodiless GET: the 3xx is the
+			// answer, and ErrHTTPStatus its error.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		transport: tr,
+	}, nil
+}
+
+// Exchange posts m and returns its answer with m's ID, as the Exchanger
+// contract says: ctx bounds the dial, the handshake, the request and the
+// body. Errors name the upstream and keep their chain for errors.Is and
+// errors.As: ErrHTTPStatus, ErrContentType and the other sentinels of this
+// package, context errors, syscall errors, and crypto/tls and crypto/x509
+// errors for a failed handshake or verification.
+func (h *HTTPS) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("exchanging with %s: %w", h.label, err)
+	}
+	qbuf := getBuf(smallBufLen)
+	defer putBuf(qbuf)
+	query, err := packQuery(m, 0, qbuf)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(query))
+	if err != nil {
+		return nil, fmt.Errorf("posting to %s: %w", h.label, err)
+	}
+	req.Header.Set("Content-Type", dohMediaType)
+	req.Header.Set("Accept", dohMediaType)
+
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// The url.Error repeats the URL the label already gives; its Err
+		// keeps the chain.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, ioError(ctx, "posting to", h.label, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("posting to %s: %w: %s", h.label, ErrHTTPStatus, resp.Status)
+	}
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != dohMediaType {
+		return nil, fmt.Errorf("posting to %s: %w: %q", h.label, ErrContentType, ct)
+	}
+	if resp.ContentLength > maxMsgLen {
+		return nil, fmt.Errorf("reading from %s: %w: a %d-byte body", h.label, ErrMalformed, resp.ContentLength)
+	}
+
+	size := largeBufLen
+	if resp.ContentLength >= 0 {
+		size = int(resp.ContentLength)
+	}
+	buf := getBuf(size)
+	defer putBuf(buf)
+	raw, err := readMessage(resp.Body, buf)
+	if err != nil {
+		return nil, ioError(ctx, "reading from", h.label, err)
+	}
+	r, err := decodeReply(m, 0, raw)
+	if err != nil {
+		return nil, fmt.Errorf("reading from %s: %w", h.label, err)
+	}
+	return r, nil
+}
+
+// readMessage reads body, one DNS message, into buf. A body longer than a
+// DNS message, or than buf, is ErrMalformed.
+func readMessage(body io.Reader, buf []byte) ([]byte, error) {
+	buf = buf[:min(len(buf), maxMsgLen)]
+	n, err := io.ReadFull(body, buf)
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	var more [1]byte
+	if _, err := io.ReadFull(body, more[:]); errors.Is(err, io.EOF) {
+		return buf, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: a body longer than %d bytes", ErrMalformed, len(buf))
+}
+
+// Close closes the idle connections. Exchanges in flight finish (their
+// contexts bound them); later exchanges still work. HTTP/2 connections end
+// their goroutines once closed.
+func (h *HTTPS) Close() error {
+	h.transport.CloseIdleConnections()
+	return nil
+}

@@ -1,0 +1,273 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire/wiretest"
+)
+
+// newDoT starts a DoT fake running h with a certificate from a throwaway
+// CA, and returns it with a transport made by the factory the way the
+// daemon makes one: dialling 127.0.0.1 for dns.test (the ip key) and
+// trusting the CA through a PEM file (the ca_file key).
+func newDoT(tb testing.TB, h wiretest.Handler, opts ...Option) (*wiretest.DoTServer, *TLS) {
+	tb.Helper()
+	ca := wiretest.NewCA(tb)
+	srv := wiretest.NewDoTServer(tb, ca.Certificate(tb, wiretest.TLSName, "127.0.0.1"), h)
+	opts = append([]Option{WithDialIP("127.0.0.1"), WithCAFile(ca.WriteFile(tb))}, opts...)
+	return srv, newTestTransport(tb, srv.Upstream(), opts...).(*TLS)
+}
+
+// newTestTransport returns NewTransport(address, opts...), closed at the
+// test's end (before the fake server it talks to, started earlier).
+func newTestTransport(tb testing.TB, address string, opts ...Option) Transport {
+	tb.Helper()
+	tr, err := NewTransport(address, opts...)
+	if err != nil {
+		tb.Fatalf("NewTransport(%q): %v", address, err)
+	}
+	tb.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+func TestTLSAnswerKeepsTheQueryID(t *testing.T) {
+	t.Parallel()
+	_, tr := newDoT(t, wiretest.Answer())
+
+	q := query("example.com")
+	q.Id = 4321
+	before, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustAnswer(t, tr, q)
+	if len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != dns.TypeA {
+		t.Errorf("answer %v, want one A record", r.Answer)
+	}
+	after, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("Exchange modified the query")
+	}
+}
+
+func TestTLSReusesOneConnection(t *testing.T) {
+	t.Parallel()
+	srv, tr := newDoT(t, wiretest.Answer())
+
+	for i := range 200 {
+		mustAnswer(t, tr, query(fmt.Sprintf("q%d.example", i)))
+	}
+	if got := srv.Accepts(); got != 1 {
+		t.Errorf("200 sequential exchanges took %d connections, want 1", got)
+	}
+	if got := srv.Queries(); got != 200 {
+		t.Errorf("server saw %d queries, want 200", got)
+	}
+}
+
+// Concurrent queries share the few connections allowed, and each gets its
+// own answer although the server answers in another order than it was
+// asked (its handlers take different times).
+func TestTLSPipelinesConcurrentQueries(t *testing.T) {
+	t.Parallel()
+	const conns, queries = 3, 100
+	srv, tr := newDoT(t, func(w *wiretest.Writer, q *dns.Msg) {
+		d := time.Duration(len(q.Question[0].Name)%4) * time.Millisecond
+		wiretest.Delay(d, wiretest.Answer())(w, q)
+	}, WithPipelineConns(conns))
+
+	errs := make(chan error, queries)
+	for i := range queries {
+		go func() {
+			q := query(fmt.Sprintf("%0*d.example", 1+i%7, i)) // names of several lengths
+			r, err := tr.Exchange(ctxWithin(t, answerTimeout), q)
+			switch {
+			case err != nil:
+				errs <- err
+			case r.Id != q.Id || !sameQuestion(r.Question, q.Question):
+				errs <- fmt.Errorf("query %d %s got the answer to %d %s", q.Id, q.Question[0].Name, r.Id, questionString(r.Question))
+			case len(r.Answer) != 1 || r.Answer[0].Header().Name != q.Question[0].Name:
+				errs <- fmt.Errorf("query %s got records %v", q.Question[0].Name, r.Answer)
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range queries {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := srv.Accepts(); got < 1 || got > conns {
+		t.Errorf("%d concurrent exchanges took %d connections, want 1..%d", queries, got, conns)
+	}
+}
+
+// With one connection, a quick answer overtakes a slow one asked first.
+func TestTLSMatchesAnswersOutOfOrder(t *testing.T) {
+	t.Parallel()
+	slowArrived := make(chan struct{})
+	fastAnswered := make(chan struct{})
+	srv, tr := newDoT(t, func(w *wiretest.Writer, q *dns.Msg) {
+		if q.Question[0].Name == "slow.example." {
+			close(slowArrived)
+			wiretest.Gate(fastAnswered, wiretest.Answer())(w, q)
+			return
+		}
+		wiretest.Answer()(w, q)
+		close(fastAnswered)
+	}, WithPipelineConns(1))
+
+	slow := make(chan error, 1)
+	go func() {
+		q := query("slow.example")
+		r, err := tr.Exchange(ctxWithin(t, answerTimeout), q)
+		if err == nil && !sameQuestion(r.Question, q.Question) {
+			err = fmt.Errorf("slow query answered %s", questionString(r.Question))
+		}
+		slow <- err
+	}()
+	<-slowArrived
+	mustAnswer(t, tr, query("fast.example"))
+	if err := <-slow; err != nil {
+		t.Errorf("slow exchange: %v", err)
+	}
+	if got := srv.Accepts(); got != 1 {
+		t.Errorf("took %d connections, want 1", got)
+	}
+}
+
+// Cancelling one of the queries on a shared connection ends that exchange
+// alone: the others on the connection are answered, its late answer is
+// dropped, and the connection stays in use.
+func TestTLSCancelLeavesOtherQueriesAnswered(t *testing.T) {
+	t.Parallel()
+	received := make(chan string, 3)
+	release := make(chan struct{})
+	srv, tr := newDoT(t, wiretest.Notify(received, wiretest.Gate(release, wiretest.Answer())), WithPipelineConns(1))
+
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 3)
+	cancelCtx, cancel := context.WithCancel(ctxWithin(t, answerTimeout))
+	for _, name := range []string{"kept1.example", "cancelled.example", "kept2.example"} {
+		ctx := ctxWithin(t, answerTimeout)
+		if name == "cancelled.example" {
+			ctx = cancelCtx
+		}
+		go func() {
+			_, err := tr.Exchange(ctx, query(name))
+			results <- result{name, err}
+		}()
+	}
+	for range 3 {
+		<-received
+	}
+	cancel()
+	if r := <-results; r.name != "cancelled.example" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first to return: %s with %v, want cancelled.example with context.Canceled", r.name, r.err)
+	}
+	close(release)
+	for range 2 {
+		if r := <-results; r.err != nil {
+			t.Errorf("%s: %v", r.name, r.err)
+		}
+	}
+	mustAnswer(t, tr, query("after.example"))
+	if got := srv.Accepts(); got != 1 {
+		t.Errorf("took %d connections, want 1: a cancellation keeps the connection", got)
+	}
+}
+
+// Answers are validated like every transport's; an answer with an ID no
+// query on the connection has fails the connection.
+func TestTLSValidatesAnswers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		handler wiretest.Handler
+		want    error
+	}{
+		{"refused", wiretest.Rcode(dns.RcodeRefused), ErrRefused},
+		{"wrong question", wiretest.WrongQuestion, ErrQuestionMismatch},
+		{"garbage", wiretest.Garbage, ErrMalformed},
+		{"unknown ID", wiretest.WrongID, ErrIDMismatch},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, tr := newDoT(t, c.handler)
+			_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+			if !errors.Is(err, c.want) {
+				t.Fatalf("Exchange = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+// An answer larger than any UDP buffer arrives whole.
+func TestTLSCarriesLargeAnswers(t *testing.T) {
+	t.Parallel()
+	const records = 1000 // about 16 KB
+	_, tr := newDoT(t, wiretest.Truncating(records))
+
+	r := mustAnswer(t, tr, query("large.example"))
+	if len(r.Answer) != records {
+		t.Errorf("%d records, want %d", len(r.Answer), records)
+	}
+}
+
+// Verification failures are errors of crypto/tls and crypto/x509 the
+// caller can inspect, and never context errors.
+func TestTLSVerifiesTheServer(t *testing.T) {
+	t.Parallel()
+	ca := wiretest.NewCA(t)
+	cases := []struct {
+		name   string
+		cert   tls.Certificate
+		caFile string
+		want   any // a pointer to the x509 error type expected
+	}{
+		{"another host's certificate", ca.Certificate(t, "other.test"), ca.WriteFile(t), new(x509.HostnameError)},
+		{"an unknown CA", ca.Certificate(t, wiretest.TLSName), wiretest.NewCA(t).WriteFile(t), new(x509.UnknownAuthorityError)},
+	}
+	for _, c := range cases {
+		srv := wiretest.NewDoTServer(t, c.cert, wiretest.Answer())
+		tr := newTestTransport(t, srv.Upstream(), WithDialIP("127.0.0.1"), WithCAFile(c.caFile))
+		_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+		var verr *tls.CertificateVerificationError
+		if !errors.As(err, &verr) || !errors.As(err, c.want) {
+			t.Errorf("%s: Exchange = %v, want a certificate verification error of type %T", c.name, err, c.want)
+		}
+		if isContextError(err) {
+			t.Errorf("%s: %v passes for a context error", c.name, err)
+		}
+	}
+}
+
+func TestTLSConnectionRefused(t *testing.T) {
+	t.Parallel()
+	_, port, _ := net.SplitHostPort(wiretest.Refusing(t))
+	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP("127.0.0.1"))
+
+	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
+	}
+}
