@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// procPeakRSS returns a process's peak resident set size in bytes, VmHWM in
+// /proc/PID/status.
+func procPeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
+}
+
+// procCPUTime returns the user plus system CPU time a process has used, from
+// fields 14 and 15 of /proc/PID/stat.
+func procCPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// count fields from after its closing parenthesis (field 3 is first).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// cpuSplit is the machine's CPU time since boot, all cores, from
+// /proc/stat.
+type cpuSplit struct {
+	Tasks   time.Duration // user, nice and system: what processes are charged with
+	SoftIRQ time.Duration // irq and softirq: on loopback, mostly packet delivery, charged to no process
+}
+
+// machineCPU reads the machine's CPU time so far. Over an interval, the
+// Tasks time the benchmark's own processes were not charged with went to
+// other processes.
+func machineCPU() cpuSplit {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSplit{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq ...
+	if len(f) < 8 || f[0] != "cpu" {
+		return cpuSplit{}
+	}
+	tick := func(i int) time.Duration {
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		return time.Duration(n) * time.Second / clockTicks
+	}
+	return cpuSplit{Tasks: tick(1) + tick(2) + tick(3), SoftIRQ: tick(6) + tick(7)}
+}
+
+func (a cpuSplit) sub(b cpuSplit) cpuSplit {
+	return cpuSplit{Tasks: a.Tasks - b.Tasks, SoftIRQ: a.SoftIRQ - b.SoftIRQ}
+}
+
+// selfCPUTime returns the CPU time this process has used: the in-process
+// fake upstreams and the load client.
+func selfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machine describes where a benchmark ran.
+type machine struct {
+	CPUs      int
+	CPUModel  string
+	GoVersion string
+	Commit    string // git describe of the work tree, "-dirty" when it has changes
+	Nxdnsd    string // nxdnsd -version
+	LoadStart string // /proc/loadavg's 1, 5 and 15 minute figures
+	LoadEnd   string
+	Started   time.Time
+}
+
+func readMachine(ctx context.Context, nxdnsd string) machine {
+	m := machine{
+		CPUs:      runtime.NumCPU(),
+		CPUModel:  cpuModel(),
+		GoVersion: runtime.Version(),
+		Commit:    command(ctx, "git", "describe", "--always", "--dirty", "--abbrev=7"),
+		Nxdnsd:    command(ctx, nxdnsd, "-version"),
+		LoadStart: loadAverage(),
+		Started:   time.Now().UTC(),
+	}
+	return m
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages: above zero
+// while nothing of the benchmark runs, they say others use the machine.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// command runs a short command and returns its trimmed output, or "?".
+func command(ctx context.Context, name string, args ...string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(out))
+}
