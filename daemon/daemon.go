@@ -63,7 +63,10 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		if !u.IsEnabled() {
 			continue
 		}
-		t, err := wire.NewTransport(u.Address, wire.WithMaxConns(u.Slots), wire.WithDialIP(u.IP), wire.WithCAFile(u.CAFile))
+		t, err := wire.NewTransport(u.Address,
+			// One idle socket per slot: every exchange in flight can reuse one.
+			wire.WithMaxConns(u.Slots), wire.WithMaxIdle(u.Slots),
+			wire.WithDialIP(u.IP), wire.WithCAFile(u.CAFile))
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}
