@@ -116,7 +116,8 @@ type Server struct {
 	sem       chan struct{} // a held token is an admitted query
 	base      context.Context
 	cancel    context.CancelFunc
-	done      chan struct{} // closed when Shutdown begins; wakes backoff waits
+	done      chan struct{} // closed when Shutdown begins; wakes backoff waits and idle workers
+	udpWork   chan udpJob   // unbuffered: a send succeeds only when a UDP worker is idle
 	udp       []*net.UDPConn
 	listeners []*net.TCPListener
 
@@ -169,6 +170,7 @@ func (s *Server) Start() error {
 	s.sem = make(chan struct{}, positiveOr(s.MaxConcurrentQueries, DefaultMaxConcurrentQueries))
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
+	s.udpWork = make(chan udpJob)
 	s.conns = make(map[*clientConn]struct{})
 
 	// Several readers per socket so that one goroutine's read-to-spawn
