@@ -189,11 +189,24 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 	}
 
 	actx, cancel := context.WithDeadline(d.ctx, expiry)
+	defer cancel()
+	released := false
+	defer func() {
+		if !released {
+			// The transport panicked. The listener recovers the panic and
+			// answers SERVFAIL; the permit and the trial must not go with
+			// it, or the upstream would lose a slot for good.
+			u.release()
+			if trial {
+				u.trial.Store(false)
+			}
+		}
+	}()
 	msg, err := u.transport.Exchange(actx, d.q)
 	end := time.Now()
 	expired := err != nil && (actx.Err() == context.DeadlineExceeded || !end.Before(expiry))
-	cancel()
 	u.release()
+	released = true
 
 	var outcome Outcome
 	switch {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"testing/synctest"
+
+	"github.com/miekg/dns"
 	"time"
 )
 
@@ -406,6 +408,31 @@ func TestBudgetCounterOncePerQuery(t *testing.T) {
 			if got := pool.BudgetExhaustedTotal(); got != uint64(i) {
 				t.Fatalf("after %d exhausted queries the counter reads %d", i, got)
 			}
+		}
+	})
+}
+
+// A transport that panics must not take the permit (or the trial) with it:
+// the listener recovers the panic, and the upstream keeps all its slots.
+func TestPanickingTransportReturnsThePermit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, fakes := newTestPool(t, defaults, up{slots: 1, fn: func(context.Context, *dns.Msg) (*dns.Msg, error) {
+			panic("transport bug")
+		}})
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("the panic did not reach the caller")
+				}
+			}()
+			pool.Exchange(t.Context(), query(), nil)
+		}()
+		if in := pool.Status()[0].InFlight; in != 0 {
+			t.Fatalf("%d permits held after the panic, want 0", in)
+		}
+		fakes[0].fn = answering
+		if r := pool.Exchange(t.Context(), query(), nil); r.Err != nil || r.Upstream != 0 {
+			t.Errorf("next query: err=%v upstream=%d, want an answer from the only upstream", r.Err, r.Upstream)
 		}
 	})
 }
