@@ -45,7 +45,7 @@ func newDecoder(keys []toml.Key) *decoder {
 }
 
 func (d *decoder) add(path, format string, args ...any) {
-	d.problems = append(d.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	d.problems = append(d.problems, Problem{Path: path, Message: oneLine(fmt.Sprintf(format, args...))})
 }
 
 // table decodes the TOML table m onto the struct dst. path is m's rendered

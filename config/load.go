@@ -82,9 +82,9 @@ func parse(data []byte, dir string) (*Config, error) {
 func syntaxProblem(err error) Problem {
 	var pe toml.ParseError
 	if errors.As(err, &pe) && pe.Position.Line > 0 {
-		return Problem{Message: fmt.Sprintf("line %d: %s", pe.Position.Line, pe.Message)}
+		return Problem{Message: oneLine(fmt.Sprintf("line %d: %s", pe.Position.Line, pe.Message))}
 	}
-	return Problem{Message: strings.TrimPrefix(err.Error(), "toml: ")}
+	return Problem{Message: oneLine(strings.TrimPrefix(err.Error(), "toml: "))}
 }
 
 // under reports whether path is, or lies inside, the path of one of ps.

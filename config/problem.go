@@ -38,3 +38,14 @@ func (ps Problems) Error() string {
 	}
 	return b.String()
 }
+
+// oneLine escapes the line breaks of a problem's message, so that it stays
+// the one line `nxdnsd -check` prints for it. Messages quote the user's own
+// bytes: a TOML syntax error shows the offending text, an os error the
+// ca_file path as written.
+func oneLine(msg string) string {
+	if !strings.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(msg)
+}

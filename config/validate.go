@@ -33,7 +33,7 @@ type checker struct {
 }
 
 func (ck *checker) add(path, format string, args ...any) {
-	ck.problems = append(ck.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	ck.problems = append(ck.problems, Problem{Path: path, Message: oneLine(fmt.Sprintf(format, args...))})
 }
 
 func (c *Config) check() Problems {

@@ -1,6 +1,11 @@
 package query
 
-import "github.com/miekg/dns"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/miekg/dns"
+)
 
 // ednsUDPSize is the UDP payload size nxdnsd advertises in its OPT records:
 // the DNS Flag Day 2020 value, which avoids IP fragmentation on every common
@@ -55,6 +60,7 @@ func newOPT(do bool) *dns.OPT {
 // rcode needs its extended bits; a client with EDNS gets one even from an
 // upstream that sent none.
 func (r *request) adopt(m *dns.Msg) {
+	r.recheck = mayBeLenient(m)
 	opt, _ := findOPT(m.Extra)
 	switch {
 	case opt != nil && r.edns:
@@ -78,11 +84,74 @@ func dropOPT(extra []dns.RR) []dns.RR {
 	return kept
 }
 
+// mayBeLenient reports whether miekg/dns may have parsed a record of m, an
+// answer from a zone resolver or an upstream, leniently: when a record's
+// RDATA ends early it leaves the missing fields zero instead of failing,
+// and packed again such a record can make bytes no client can parse (an
+// SOA with RDLENGTH 0, an NSEC3 cut after its salt length). A missing field
+// makes a record longer packed than it came, uncompressed; so does a name
+// that came compressed, which is then checked as well. Records built in
+// code (RDLENGTH 0, fields set) are never suspect.
+func mayBeLenient(m *dns.Msg) bool {
+	for _, section := range [...][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range section {
+			h := rr.Header()
+			rdata := dns.Len(rr) - dns.Len(h)
+			if h.Rdlength == 0 && rdata > 0 && unset(rr) || h.Rdlength > 0 && rdata > int(h.Rdlength) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unset reports whether rr's RDATA fields all have their zero value, as
+// miekg/dns leaves them for RDLENGTH 0. A record built in code has RDLENGTH
+// 0 too, until packed, but its fields set: the first one decides.
+func unset(rr dns.RR) bool { return zeroButHeader(reflect.ValueOf(rr).Elem()) }
+
+// zeroButHeader reports whether every field of the struct v but its
+// RR_Header has its zero value, looking into embedded structs (an HTTPS
+// record is an SVCB, a CDS a DS).
+func zeroButHeader(v reflect.Value) bool {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch {
+		case f.Type() == headerType:
+		case v.Type().Field(i).Anonymous && f.Kind() == reflect.Struct:
+			if !zeroButHeader(f) {
+				return false
+			}
+		case !f.IsZero():
+			return false
+		}
+	}
+	return true
+}
+
+var headerType = reflect.TypeFor[dns.RR_Header]()
+
 // pack encodes m as the answer to r: with the client's ID and question (the
 // question as the client wrote it, whatever an upstream echoed) and at most
 // r.limit bytes. An answer too large for the client's UDP size is truncated
 // with TC set, the OPT record kept, so the client retries over TCP.
+//
+// An answer adopted from a zone resolver or the pool that holds a record
+// miekg/dns may have parsed leniently (see mayBeLenient) is parsed back
+// before it goes. If it does not parse, that is an error, which Serve turns
+// into a SERVFAIL.
 func (r *request) pack(m *dns.Msg) ([]byte, error) {
+	b, err := r.fit(m)
+	if err == nil && r.recheck {
+		if uerr := new(dns.Msg).Unpack(b); uerr != nil {
+			return nil, fmt.Errorf("query: the answer does not parse once packed: %w", uerr)
+		}
+	}
+	return b, err
+}
+
+// fit is pack without the check.
+func (r *request) fit(m *dns.Msg) ([]byte, error) {
 	m.Id = r.id
 	m.Response = true
 	m.Question = r.question

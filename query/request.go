@@ -47,6 +47,11 @@ type request struct {
 	// limit is the largest answer in bytes the client's transport takes.
 	limit int
 
+	// recheck is set when the answer came from a zone resolver or the
+	// pool and may hold a record parsed leniently: pack then makes sure
+	// that what it sends parses.
+	recheck bool
+
 	// msg is the client's query, trimmed to what a zone resolver or an
 	// upstream may see; empty when the body could not be parsed. It lives in
 	// the request to spare an allocation per query.
