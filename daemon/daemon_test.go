@@ -33,11 +33,18 @@ func startDaemon(tb testing.TB, src string) *started {
 	if !strings.Contains(src, "[admin]") {
 		src += "\n[admin]\nlisten = \"\"\n"
 	}
+	return runDaemon(tb, src, options{})
+}
+
+// runDaemon starts a daemon on the configuration src with the test seams
+// opts, and shuts it down when the test ends.
+func runDaemon(tb testing.TB, src string, opts options) *started {
+	tb.Helper()
 	cfg, err := config.Parse([]byte(src))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
-	d, err := New(cfg, nil)
+	d, err := newDaemon(cfg, nil, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -49,27 +49,8 @@ func startObserved(tb testing.TB, src string, attempts bool, opts options) *obse
 	}
 	src = fmt.Sprintf("[admin]\nlisten = \"127.0.0.1:0\"\n[query_log]\npath = %q\nattempts = %v\n%s",
 		orElse(o.logPath, "unused"), attempts, src)
-	cfg, err := config.Parse([]byte(src))
-	if err != nil {
-		tb.Fatalf("config: %v", err)
-	}
-	d, err := newDaemon(cfg, nil, opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := d.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			tb.Errorf("shutdown: %v", err)
-		}
-	})
-	udp, tcp := d.Addrs()
-	o.started = &started{d: d, udp: udp[0].String(), tcp: tcp[0].String()}
-	o.admin = "http://" + d.AdminAddr().String()
+	o.started = runDaemon(tb, src, opts)
+	o.admin = "http://" + o.started.d.AdminAddr().String()
 	return o
 }
 
