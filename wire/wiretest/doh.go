@@ -120,15 +120,9 @@ func (s *DoHServer) HTTP2Requests() int64 { return s.http2.Load() }
 // then closes the server and waits for its requests. It is idempotent; the
 // test's cleanup calls it.
 func (s *DoHServer) Close() {
-	s.core.mu.Lock()
-	if s.core.closed {
-		s.core.mu.Unlock()
-		return
+	if _, first := s.core.shut(); first {
+		s.https.Close()
 	}
-	s.core.closed = true
-	close(s.core.done)
-	s.core.mu.Unlock()
-	s.https.Close()
 }
 
 // serveDoH serves one RFC 8484 request: a POST of application/dns-message,

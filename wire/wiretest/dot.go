@@ -97,18 +97,10 @@ func (s *DoTServer) CloseConns() {
 // unblocks every handler through Writer.Done and waits for all of the
 // server's goroutines. It is idempotent; the test's cleanup calls it.
 func (s *DoTServer) Close() {
-	c := s.core
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	conns, first := s.core.shut()
+	if !first {
 		return
 	}
-	c.closed = true
-	close(c.done)
-	conns := c.conns
-	c.conns = nil
-	c.mu.Unlock()
-
 	_ = s.ln.Close()
 	for conn := range conns {
 		_ = conn.Close()

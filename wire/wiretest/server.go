@@ -107,23 +107,32 @@ func (s *Server) TCPAccepts() int64 { return s.tcpAccepts.Load() }
 // through Writer.Done and waits for all of the server's goroutines. It is
 // idempotent; the test's cleanup calls it.
 func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	conns, first := s.shut()
+	if !first {
 		return
 	}
-	s.closed = true
-	close(s.done)
-	conns := s.conns
-	s.conns = nil
-	s.mu.Unlock()
-
 	_ = s.pc.Close()
 	_ = s.ln.Close()
 	for c := range conns {
 		_ = c.Close()
 	}
 	s.wg.Wait()
+}
+
+// shut marks s closed and closes done, unblocking every handler, and
+// hands over the open connections for the caller to close. first is false
+// when s was already closed; then nothing is done. The DoT and DoH fakes
+// share it through their core.
+func (s *Server) shut() (conns map[net.Conn]struct{}, first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	s.closed = true
+	close(s.done)
+	conns, s.conns = s.conns, nil
+	return conns, true
 }
 
 // report records a problem for the test's cleanup to report.
