@@ -188,22 +188,5 @@ func TestTCPCloseReleasesIdleConnections(t *testing.T) {
 // BenchmarkTCPExchange compares reusing sockets (the default) with a fresh one
 // per exchange (WithMaxIdle(0)), which is what reuse has to beat.
 func BenchmarkTCPExchange(b *testing.B) {
-	srv := wiretest.NewServer(b, wiretest.Answer())
-	for _, bc := range []struct {
-		name string
-		opts []Option
-	}{{"reuse", nil}, {"fresh", []Option{WithMaxIdle(0)}}} {
-		b.Run(bc.name, func(b *testing.B) {
-			tr := newTestTCP(b, srv.Addr, bc.opts...)
-			q := query("bench.example")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := tr.Exchange(ctx, q); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchmarkReuse(b, func(tb testing.TB, addr string, opts ...Option) Exchanger { return newTestTCP(tb, addr, opts...) })
 }

@@ -96,3 +96,26 @@ func query(name string) *dns.Msg {
 	q.SetEdns0(1232, false)
 	return q
 }
+
+// benchmarkReuse runs exchanges through a transport made by newT with its
+// default socket reuse, then with none (WithMaxIdle(0)), side by side.
+func benchmarkReuse(b *testing.B, newT func(tb testing.TB, addr string, opts ...Option) Exchanger) {
+	srv := wiretest.NewServer(b, wiretest.Answer())
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{{"reuse", nil}, {"fresh", []Option{WithMaxIdle(0)}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			t := newT(b, srv.Addr, bc.opts...)
+			q := query("bench.example")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := t.Exchange(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -2,13 +2,11 @@ package wire
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -243,22 +241,5 @@ func TestUDPShortDatagramIsMalformed(t *testing.T) {
 // BenchmarkUDPExchange compares reusing sockets (the default) with a fresh one
 // per exchange (WithMaxIdle(0)), which is what reuse has to beat.
 func BenchmarkUDPExchange(b *testing.B) {
-	srv := wiretest.NewServer(b, wiretest.Answer())
-	for _, bc := range []struct {
-		name string
-		opts []Option
-	}{{"reuse", nil}, {"fresh", []Option{WithMaxIdle(0)}}} {
-		b.Run(bc.name, func(b *testing.B) {
-			u := newTestUDP(b, srv.Addr, bc.opts...)
-			q := query("bench.example")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := u.Exchange(ctx, q); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchmarkReuse(b, func(tb testing.TB, addr string, opts ...Option) Exchanger { return newTestUDP(tb, addr, opts...) })
 }
