@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Exchange resolves q through the pool under one deadline,
@@ -23,10 +25,23 @@ import (
 // q is never modified. Exchange never returns before every permit it took
 // is returned.
 func (p *Pool) Exchange(ctx context.Context, q *dns.Msg, trail []Attempt) Result {
+	return p.exchange(ctx, q, nil, trail)
+}
+
+// ExchangeWire is Exchange on the byte path: upstreams whose transport is a
+// wire.RawExchanger are sent q.Packed and may answer with bytes in q.Buf
+// (Result.Raw); the others exchange q.Msg. Everything else, the deadline,
+// the order, the classification and the attribution, is Exchange's.
+func (p *Pool) ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []Attempt) Result {
+	return p.exchange(ctx, q.Msg, q, trail)
+}
+
+func (p *Pool) exchange(ctx context.Context, q *dns.Msg, wq *wire.WireQuery, trail []Attempt) Result {
 	d := dispatch{
 		pool:     p,
 		ctx:      ctx,
 		q:        q,
+		wq:       wq,
 		deadline: time.Now().Add(p.policy.TotalTimeout),
 		res:      Result{Upstream: -1, Attempts: trail[:0]},
 	}
@@ -43,6 +58,7 @@ type dispatch struct {
 	pool     *Pool
 	ctx      context.Context
 	q        *dns.Msg
+	wq       *wire.WireQuery // the byte path's query, or nil
 	deadline time.Time
 	tried    uint64 // upstreams attempted: each at most once per query
 	skipped  uint64 // upstreams skipped for backoff in pass one: pass two's probes
@@ -188,8 +204,8 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 		expiry = d.deadline
 	}
 
-	actx, cancel := context.WithDeadline(d.ctx, expiry)
-	defer cancel()
+	actx := newAttemptCtx(d.ctx, expiry)
+	defer actx.stop()
 	released := false
 	defer func() {
 		if !released {
@@ -202,7 +218,13 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 			}
 		}
 	}()
-	msg, err := u.transport.Exchange(actx, d.q)
+	var ans wire.Answer
+	var err error
+	if d.wq != nil && u.raw != nil {
+		ans, err = u.raw.ExchangeRaw(actx, d.wq)
+	} else {
+		ans.Msg, err = u.transport.Exchange(actx, d.q)
+	}
 	end := time.Now()
 	expired := err != nil && (actx.Err() == context.DeadlineExceeded || !end.Before(expiry))
 	u.release()
@@ -211,7 +233,8 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 	var outcome Outcome
 	switch {
 	case err == nil:
-		outcome, d.res.Msg, d.res.Err, over = OutcomeAnswer, msg, nil, true
+		outcome, d.res.Err, over = OutcomeAnswer, nil, true
+		d.res.Msg, d.res.Raw, d.res.Layout = ans.Msg, ans.Raw, ans.Layout
 	case d.ctx.Err() != nil:
 		outcome, d.res.Err, over = OutcomeCanceled, context.Canceled, true
 	case expired && truncated:

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Outcome is how one attempt ended, named as in the
@@ -48,8 +50,15 @@ type Attempt struct {
 
 // Result is what Pool.Exchange found out about one query.
 type Result struct {
-	// Msg is the answer, nil unless Err is nil.
+	// Msg is the answer, nil unless Err is nil. After ExchangeWire the
+	// answer may be Raw instead: exactly one of the two is set.
 	Msg *dns.Msg
+
+	// Raw is an answer that came through a transport's byte path
+	// (wire.RawExchanger): its bytes, in the WireQuery's Buf, with the wire
+	// ID still in place, and where its parts lie.
+	Raw    []byte
+	Layout wire.AnswerLayout
 
 	// Err is nil with an answer, else one of ErrBudgetExhausted (the query's
 	// deadline passed), ErrAllFailed (every upstream tried failed before the

@@ -42,6 +42,7 @@ type Upstream struct {
 	Name      string
 	Address   string
 	transport wire.Exchanger
+	raw       wire.RawExchanger // transport, when it has a byte path; else nil
 
 	// slots is the counting semaphore of in-flight exchanges: a token in
 	// the channel is a held permit. Capacity is the configured slots.
@@ -77,6 +78,7 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 		done:      make(chan struct{}),
 		policy:    p,
 	}
+	u.raw, _ = t.(wire.RawExchanger)
 	u.cur.Store(&view{})
 	go u.run()
 	return u

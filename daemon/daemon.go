@@ -134,7 +134,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 }
 
 func (d *Daemon) serve(ctx context.Context, req *wire.Request) []byte {
-	return d.handler.Serve(ctx, req.Raw, req.Proto, req.Client)
+	return d.handler.ServeInto(ctx, req.Raw, req.Proto, req.Client, req.Answer)
 }
 
 // localRecords turns the validated configuration's records into the query

@@ -7,6 +7,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // instantPool answers at once with a fresh message around shared, never
@@ -54,6 +55,63 @@ func BenchmarkServePool(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Serve(ctx, raw, ProtoUDP, testClient)
+	}
+}
+
+// instantWirePool is instantPool on the byte path: it copies a packed
+// answer into the query's buffer and validates it, as the UDP transport
+// does with what it reads.
+type instantWirePool struct {
+	instantPool
+	answer []byte // packed, wire ID wireID
+}
+
+const wireID = 0x5EED
+
+func (p *instantWirePool) ExchangeWire(_ context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result {
+	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], p.answer)]
+	l, ok := wire.LayoutAnswer(q.Packed, b, wireID)
+	if !ok {
+		panic("instantWirePool: the answer does not pass LayoutAnswer")
+	}
+	trail = append(trail, actors.Attempt{Upstream: 0, Outcome: actors.OutcomeAnswer})
+	return actors.Result{Raw: b, Layout: l, Upstream: 0, Attempts: trail}
+}
+
+// BenchmarkServeWire is BenchmarkServePool on the byte path, with the
+// answer buffer a UDP listener lends: raw query in, the upstream's bytes
+// edited in place out.
+func BenchmarkServeWire(b *testing.B) {
+	q := withEDNS(newQuery("www.example.com.", dns.TypeA), 1232, false)
+	a := new(dns.Msg)
+	a.SetReply(q)
+	a.Id = wireID
+	a.RecursionAvailable = true
+	a.Answer = mustRRs(b,
+		"www.example.com. 300 IN A 93.184.215.14",
+		"www.example.com. 300 IN A 93.184.215.15")
+	a.SetEdns0(1232, false)
+	a.Compress = true
+	pool := &instantWirePool{answer: mustPack(b, a)}
+	h, err := NewHandler(HandlerConfig{
+		Pool:          pool,
+		UpstreamNames: []string{"quad9"},
+		Hooks:         HooksFunc(func(*Entry) {}),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := mustPack(b, q)
+	buf := make([]byte, 0, 4096)
+	ctx := context.Background()
+	out := h.ServeInto(ctx, raw, ProtoUDP, testClient, buf)
+	m := new(dns.Msg)
+	if err := m.Unpack(out); err != nil || m.Id != testID || len(m.Answer) != 2 || &out[0] != &buf[:1][0] {
+		b.Fatalf("ServeInto answered %v (%v), want two A records built in buf", m, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeInto(ctx, raw, ProtoUDP, testClient, buf)
 	}
 }
 

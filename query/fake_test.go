@@ -10,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // *actors.Pool is what the daemon passes as Pool.
@@ -29,6 +30,7 @@ const testID = 0xBEEF
 type fakePool struct {
 	mu    sync.Mutex
 	calls int
+	raws  int      // answers a bytePool handed over as bytes
 	last  *dns.Msg // the last query it saw
 
 	OnExchange func(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result
@@ -37,7 +39,7 @@ type fakePool struct {
 func (p *fakePool) Exchange(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
 	p.mu.Lock()
 	p.calls++
-	p.last = q
+	p.last = q.Copy() // q is the query path's, valid only during the call
 	p.mu.Unlock()
 	if p.OnExchange == nil {
 		return actors.Result{Err: errNoFake, Upstream: -1}
@@ -49,6 +51,13 @@ func (p *fakePool) Calls() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls
+}
+
+// Raws is how many answers a bytePool handed over as bytes.
+func (p *fakePool) Raws() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.raws
 }
 
 func (p *fakePool) Last() *dns.Msg {
@@ -211,7 +220,7 @@ type countingExchanger struct {
 func (c *countingExchanger) Exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 	c.mu.Lock()
 	c.calls++
-	c.last = q
+	c.last = q.Copy() // q is the query path's, valid only during the call
 	c.mu.Unlock()
 	return c.fn(ctx, q)
 }
@@ -243,4 +252,40 @@ func resolverFailing(err error) *countingExchanger {
 	return &countingExchanger{fn: func(context.Context, *dns.Msg) (*dns.Msg, error) {
 		return nil, err
 	}}
+}
+
+// bytePool is a fakePool with the byte path: it packs the fake's answer
+// into the query's buffer, as a transport reads one, and hands it over as
+// bytes when wire.LayoutAnswer vouches for them, as a message otherwise.
+type bytePool struct{ *fakePool }
+
+var _ WirePool = bytePool{}
+
+func (p bytePool) ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result {
+	res := p.Exchange(ctx, q.Msg, trail)
+	if res.Msg == nil {
+		return res
+	}
+	const wireID = 0x5EED
+	res.Msg.Id = wireID
+	b, err := res.Msg.PackBuffer(q.Buf[:cap(q.Buf)])
+	if err != nil {
+		panic(err) // the fake's answers pack
+	}
+	if l, ok := wire.LayoutAnswer(q.Packed, b, wireID); ok {
+		res.Msg, res.Raw, res.Layout = nil, b, l
+		p.mu.Lock()
+		p.raws++
+		p.mu.Unlock()
+	}
+	return res
+}
+
+// poolKinds serves a test's fakePool with and without the byte path.
+var poolKinds = []struct {
+	name string
+	wrap func(*fakePool) Pool
+}{
+	{"msg", func(p *fakePool) Pool { return p }},
+	{"bytes", func(p *fakePool) Pool { return bytePool{p} }},
 }

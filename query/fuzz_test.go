@@ -286,3 +286,43 @@ func rdataOf(tb testing.TB, rr dns.RR) []byte {
 	}
 	return buf[hdrEnd:end]
 }
+
+// FuzzParseCommon holds parse's fast path to the general one: whenever
+// parseCommon takes a query, miekg/dns's parser accepts it too and the two
+// requests are the same: the fields the query path reads, and the trimmed
+// message, packed, byte for byte.
+func FuzzParseCommon(f *testing.F) {
+	for _, q := range fuzzServeSeeds(f) {
+		f.Add(q, false)
+	}
+	for _, name := range []string{".", "example.com.", "ExAmple.COM.", "a-b_c.d0.", "*.example.", "a\\.b.example."} {
+		q := newQuery(name, dns.TypeAAAA)
+		f.Add(mustPack(f, q), true)
+		f.Add(mustPack(f, withEDNS(q, 4096, true)), false)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, tcp bool) {
+		proto := ProtoUDP
+		if tcp {
+			proto = "tcp"
+		}
+		var common, general request
+		if !common.header(raw, proto) || !common.parseCommon(raw, proto) {
+			return
+		}
+		general.header(raw, proto)
+		if rcode := general.parseGeneral(raw, proto); rcode != dns.RcodeSuccess {
+			t.Fatalf("parseCommon took a query the general path answers %s", dns.RcodeToString[rcode])
+		}
+		if common.id != general.id || common.opcode != general.opcode || common.rd != general.rd ||
+			common.cd != general.cd || common.lname != general.lname || common.edns != general.edns ||
+			common.do != general.do || common.limit != general.limit ||
+			len(common.question) != 1 || len(general.question) != 1 || common.question[0] != general.question[0] {
+			t.Fatalf("requests differ:\ncommon  %+v\ngeneral %+v", common, general)
+		}
+		a, errA := common.msg.Pack()
+		b, errB := general.msg.Pack()
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Fatalf("trimmed messages differ:\ncommon  %v (%x, %v)\ngeneral %v (%x, %v)", &common.msg, a, errA, &general.msg, b, errB)
+		}
+	})
+}

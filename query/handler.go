@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // HandlerConfig is what a Handler serves. The daemon translates the
@@ -50,6 +51,7 @@ type Handler struct {
 	local     localTable
 	zones     zoneTable
 	pool      Pool     // always non-nil
+	wire      WirePool // pool, when it has a byte path; else nil
 	upstreams []string // by pool index
 	hooks     Hooks    // or nil
 }
@@ -69,10 +71,12 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	wp, _ := cfg.Pool.(WirePool)
 	return &Handler{
 		local:     local,
 		zones:     zones,
 		pool:      cfg.Pool,
+		wire:      wp,
 		upstreams: append([]string(nil), cfg.UpstreamNames...),
 		hooks:     cfg.Hooks,
 	}, nil
@@ -86,8 +90,11 @@ const trailCap = 4
 // and the attempt trail handed to the pool. Both contracts forbid keeping
 // them, which is what makes the reuse safe.
 type scratch struct {
-	entry Entry
-	trail [trailCap]actors.Attempt
+	req    request
+	entry  Entry
+	trail  [trailCap]actors.Attempt
+	wq     wire.WireQuery
+	packed [packedQueryLen]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -102,17 +109,25 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // bounds the resolution; the pool and the zone resolvers also apply their
 // own deadlines. raw is read only during the call and not retained.
 func (h *Handler) Serve(ctx context.Context, raw []byte, proto string, client netip.AddrPort) []byte {
-	start := time.Now()
-	r, reject := parse(raw, proto)
-	if r == nil {
-		return nil
-	}
+	return h.ServeInto(ctx, raw, proto, client, nil)
+}
 
+// ServeInto is Serve with memory for the answer: an answer forwarded on the
+// byte path is built in buf when its capacity is enough (the client's UDP
+// size), so the returned slice may be buf's. The caller keeps buf until it
+// has written the answer.
+func (h *Handler) ServeInto(ctx context.Context, raw []byte, proto string, client netip.AddrPort, buf []byte) []byte {
+	start := time.Now()
 	s := scratchPool.Get().(*scratch)
 	defer func() {
 		*s = scratch{} // drop references to this query's messages and errors
 		scratchPool.Put(s)
 	}()
+	r := &s.req
+	ok, reject := parse(r, raw, proto)
+	if !ok {
+		return nil
+	}
 	e := &s.entry
 	e.Time, e.Client, e.Proto = start, client, proto
 	if len(r.msg.Question) > 0 {
@@ -120,21 +135,24 @@ func (h *Handler) Serve(ctx context.Context, raw []byte, proto string, client ne
 	}
 
 	var m *dns.Msg
+	var out []byte
 	if reject != dns.RcodeSuccess {
 		m = r.reply(reject)
 	} else {
-		m = h.resolve(ctx, r, e, s.trail[:0])
+		m, out, e.Rcode = h.resolve(ctx, r, e, s, buf)
 	}
-	out, err := r.pack(m)
-	if err != nil {
-		// Only an answer from a zone or the pool can fail to encode again;
-		// the client still deserves an answer.
-		m = r.reply(dns.RcodeServerFailure)
+	if m != nil {
+		var err error
 		if out, err = r.pack(m); err != nil {
-			return nil
+			// Only an answer from a zone or the pool can fail to encode
+			// again; the client still deserves an answer.
+			m = r.reply(dns.RcodeServerFailure)
+			if out, err = r.pack(m); err != nil {
+				return nil
+			}
 		}
+		e.Rcode = m.Rcode
 	}
-	e.Rcode = m.Rcode
 	e.Duration = time.Since(start)
 	if h.hooks != nil {
 		h.hooks.QueryDone(e)
@@ -143,18 +161,19 @@ func (h *Handler) Serve(ctx context.Context, raw []byte, proto string, client ne
 }
 
 // resolve answers a well-formed query from the first source of the
-// resolution order that knows its name.
-func (h *Handler) resolve(ctx context.Context, r *request, e *Entry, trail []actors.Attempt) *dns.Msg {
+// resolution order that knows its name: a message to pack, or the bytes of
+// an answer forwarded on the byte path and their rcode.
+func (h *Handler) resolve(ctx context.Context, r *request, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
 	if m := r.special(); m != nil {
 		e.Source = SourceSpecial
-		return m
+		return m, nil, 0
 	}
 	if m := h.local.answer(r); m != nil {
 		e.Source = SourceLocal
-		return m
+		return m, nil, 0
 	}
 	if z := h.zones.match(r.lname); z != nil {
-		return r.forward(ctx, z, e)
+		return r.forward(ctx, z, e), nil, 0
 	}
-	return h.fromPool(ctx, r, e, trail)
+	return h.fromPool(ctx, r, e, s, buf)
 }

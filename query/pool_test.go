@@ -15,51 +15,59 @@ import (
 
 func TestServePoolAnswer(t *testing.T) {
 	t.Parallel()
-	records := []string{
-		"example.com.\t300\tIN\tCNAME\twww.example.net.",
-		"www.example.net.\t60\tIN\tA\t192.0.2.80",
-	}
-	authority := []string{"example.net.\t3600\tIN\tNS\tns1.example.net."}
-	expired := errors.New("attempt expired")
-	pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		m.Id = 0x1111                       // a transport that forgot to restore the ID
-		m.Question[0].Name = "example.com." // an upstream that lower-cased the question
-		m.RecursionAvailable = true
-		m.Answer = mustRRs(t, records...)
-		m.Ns = mustRRs(t, authority...)
-		trail = append(trail,
-			actors.Attempt{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
-			actors.Attempt{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond})
-		return actors.Result{Msg: m, Upstream: 1, Queued: 3 * time.Millisecond, Attempts: trail}
-	}}
-	h, rec := newTestHandler(t, HandlerConfig{Pool: pool})
-	q := newQuery("ExAmple.COM.", dns.TypeA)
-	m, _ := exchange(t, h, q, ProtoUDP)
+	for _, kind := range poolKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			records := []string{
+				"example.com.\t300\tIN\tCNAME\twww.example.net.",
+				"www.example.net.\t60\tIN\tA\t192.0.2.80",
+			}
+			authority := []string{"example.net.\t3600\tIN\tNS\tns1.example.net."}
+			expired := errors.New("attempt expired")
+			pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
+				m := new(dns.Msg)
+				m.SetReply(q)
+				m.Id = 0x1111                       // a transport that forgot to restore the ID
+				m.Question[0].Name = "example.com." // an upstream that lower-cased the question
+				m.RecursionAvailable = true
+				m.Answer = mustRRs(t, records...)
+				m.Ns = mustRRs(t, authority...)
+				trail = append(trail,
+					actors.Attempt{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
+					actors.Attempt{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond})
+				return actors.Result{Msg: m, Upstream: 1, Queued: 3 * time.Millisecond, Attempts: trail}
+			}}
+			h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
+			q := newQuery("ExAmple.COM.", dns.TypeA)
+			m, _ := exchange(t, h, q, ProtoUDP)
 
-	checkEcho(t, q, m)
-	if m.Rcode != dns.RcodeSuccess || !m.RecursionAvailable || m.Authoritative {
-		t.Errorf("header = %+v, want the upstream's: NOERROR, RA, not AA", m.MsgHdr)
-	}
-	if got := rrStrings(m.Answer); !slices.Equal(got, records) {
-		t.Errorf("answer =\n%q\nwant\n%q", got, records)
-	}
-	if got := rrStrings(m.Ns); !slices.Equal(got, authority) {
-		t.Errorf("authority =\n%q\nwant\n%q", got, authority)
-	}
-	if len(m.Extra) != 0 {
-		t.Errorf("additional = %v, want none for a client without EDNS", m.Extra)
-	}
+			checkEcho(t, q, m)
+			if kind.name == "bytes" && pool.Raws() != 1 {
+				t.Errorf("the answer did not take the byte path")
+			}
+			if m.Rcode != dns.RcodeSuccess || !m.RecursionAvailable || m.Authoritative {
+				t.Errorf("header = %+v, want the upstream's: NOERROR, RA, not AA", m.MsgHdr)
+			}
+			if got := rrStrings(m.Answer); !slices.Equal(got, records) {
+				t.Errorf("answer =\n%q\nwant\n%q", got, records)
+			}
+			if got := rrStrings(m.Ns); !slices.Equal(got, authority) {
+				t.Errorf("authority =\n%q\nwant\n%q", got, authority)
+			}
+			if len(m.Extra) != 0 {
+				t.Errorf("additional = %v, want none for a client without EDNS", m.Extra)
+			}
 
-	e := rec.only(t)
-	want := []actors.Attempt{
-		{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
-		{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond},
-	}
-	if e.Source != SourcePool || e.Upstream != "secondary" || e.Queued != 3*time.Millisecond || e.PoolErr != nil ||
-		e.QName != "ExAmple.COM." || e.QType != dns.TypeA || e.Rcode != dns.RcodeSuccess || !slices.Equal(e.Attempts, want) {
-		t.Errorf("entry = %+v\nwant source pool, upstream secondary, queued 3ms, the client's question and the trail %+v", e, want)
+			e := rec.only(t)
+			want := []actors.Attempt{
+				{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
+				{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond},
+			}
+			if e.Source != SourcePool || e.Upstream != "secondary" || e.Queued != 3*time.Millisecond || e.PoolErr != nil ||
+				e.QName != "ExAmple.COM." || e.QType != dns.TypeA || e.Rcode != dns.RcodeSuccess || !slices.Equal(e.Attempts, want) {
+				t.Errorf("entry = %+v\nwant source pool, upstream secondary, queued 3ms, the client's question and the trail %+v", e, want)
+			}
+		})
 	}
 }
 
@@ -109,95 +117,108 @@ var errAllFailed = errors.New("every upstream failed")
 
 func TestServePoolDNSSEC(t *testing.T) {
 	t.Parallel()
-	answer := []string{
-		"example.com.\t3600\tIN\tA\t93.184.215.14",
-		"example.com.\t3600\tIN\tRRSIG\tA 13 2 3600 20261201000000 20261110000000 12345 example.com. kpZLm2mRm4mmjN2Jdk5MQc6SJIwqTcc0HlmNq7UFFbvDzEdR6SGhRUPa3iKNs8vD0Nt2+nK1j6vWQs+Hrzv5RA==",
-	}
-	authority := []string{
-		"example.com.\t3600\tIN\tNSEC\twww.example.com. A NS SOA RRSIG NSEC DNSKEY",
-	}
-	pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		m.RecursionAvailable = true
-		m.AuthenticatedData = true
-		m.Answer = mustRRs(t, answer...)
-		m.Ns = mustRRs(t, authority...)
-		m.SetEdns0(4096, true)
-		opt := m.IsEdns0()
-		opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "6e73312e6578616d706c65"})
-		return actors.Result{Msg: m, Upstream: 0, Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
-	}}
-	h, _ := newTestHandler(t, HandlerConfig{Pool: pool})
-	q := withEDNS(newQuery("example.com.", dns.TypeA), 4096, true)
-	q.AuthenticatedData = true
-	m, _ := exchange(t, h, q, ProtoUDP)
+	for _, kind := range poolKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			answer := []string{
+				"example.com.\t3600\tIN\tA\t93.184.215.14",
+				"example.com.\t3600\tIN\tRRSIG\tA 13 2 3600 20261201000000 20261110000000 12345 example.com. kpZLm2mRm4mmjN2Jdk5MQc6SJIwqTcc0HlmNq7UFFbvDzEdR6SGhRUPa3iKNs8vD0Nt2+nK1j6vWQs+Hrzv5RA==",
+			}
+			authority := []string{
+				"example.com.\t3600\tIN\tNSEC\twww.example.com. A NS SOA RRSIG NSEC DNSKEY",
+			}
+			pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
+				m := new(dns.Msg)
+				m.SetReply(q)
+				m.RecursionAvailable = true
+				m.AuthenticatedData = true
+				m.Answer = mustRRs(t, answer...)
+				m.Ns = mustRRs(t, authority...)
+				m.SetEdns0(4096, true)
+				opt := m.IsEdns0()
+				opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "6e73312e6578616d706c65"})
+				return actors.Result{Msg: m, Upstream: 0, Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
+			}}
+			h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
+			q := withEDNS(newQuery("example.com.", dns.TypeA), 4096, true)
+			q.AuthenticatedData = true
+			m, _ := exchange(t, h, q, ProtoUDP)
 
-	checkEcho(t, q, m)
-	if !m.AuthenticatedData || m.Truncated {
-		t.Errorf("header = %+v, want AD passed through and no truncation", m.MsgHdr)
-	}
-	if got := rrStrings(m.Answer); !slices.Equal(got, answer) {
-		t.Errorf("answer =\n%q\nwant\n%q", got, answer)
-	}
-	if got := rrStrings(m.Ns); !slices.Equal(got, authority) {
-		t.Errorf("authority =\n%q\nwant\n%q", got, authority)
-	}
-	opt := m.IsEdns0()
-	if opt == nil || !opt.Do() || len(opt.Option) != 1 {
-		t.Fatalf("answer OPT = %v, want the upstream's with DO and its NSID", opt)
-	}
-	if nsid, ok := opt.Option[0].(*dns.EDNS0_NSID); !ok || nsid.Nsid != "6e73312e6578616d706c65" {
-		t.Errorf("OPT option = %v, want the upstream's NSID", opt.Option[0])
-	}
-	if opt.UDPSize() != ednsUDPSize {
-		t.Errorf("OPT UDP size = %d, want ours (%d): it is hop-by-hop", opt.UDPSize(), ednsUDPSize)
+			checkEcho(t, q, m)
+			if !m.AuthenticatedData || m.Truncated {
+				t.Errorf("header = %+v, want AD passed through and no truncation", m.MsgHdr)
+			}
+			if got := rrStrings(m.Answer); !slices.Equal(got, answer) {
+				t.Errorf("answer =\n%q\nwant\n%q", got, answer)
+			}
+			if got := rrStrings(m.Ns); !slices.Equal(got, authority) {
+				t.Errorf("authority =\n%q\nwant\n%q", got, authority)
+			}
+			opt := m.IsEdns0()
+			if opt == nil || !opt.Do() || len(opt.Option) != 1 {
+				t.Fatalf("answer OPT = %v, want the upstream's with DO and its NSID", opt)
+			}
+			if nsid, ok := opt.Option[0].(*dns.EDNS0_NSID); !ok || nsid.Nsid != "6e73312e6578616d706c65" {
+				t.Errorf("OPT option = %v, want the upstream's NSID", opt.Option[0])
+			}
+			if opt.UDPSize() != ednsUDPSize {
+				t.Errorf("OPT UDP size = %d, want ours (%d): it is hop-by-hop", opt.UDPSize(), ednsUDPSize)
+			}
+		})
 	}
 }
 
 func TestServePoolOPTFollowsTheClient(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name       string
-		clientEDNS bool
-		clientDO   bool
-		answerOPT  bool
-		rcode      int
-		wantOPT    bool
-		wantDO     bool
-	}{
-		{name: "client without EDNS, upstream with", answerOPT: true, wantOPT: false},
-		{name: "client with EDNS and DO, upstream without", clientEDNS: true, clientDO: true, wantOPT: true, wantDO: true},
-		{name: "client with EDNS, upstream without", clientEDNS: true, wantOPT: true},
-		{name: "extended rcode keeps the OPT", answerOPT: true, rcode: dns.RcodeBadCookie, wantOPT: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, kind := range poolKinds {
+		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, _ []actors.Attempt) actors.Result {
-				m := new(dns.Msg)
-				m.SetRcode(q, tt.rcode)
-				m.Extra = mustRRs(t, "ns1.example.com. 60 IN A 192.0.2.53")
-				if tt.answerOPT {
-					m.SetEdns0(1232, false)
-				}
-				return actors.Result{Msg: m, Upstream: 0}
-			}}
-			h, _ := newTestHandler(t, HandlerConfig{Pool: pool})
-			q := newQuery("example.com.", dns.TypeNS)
-			if tt.clientEDNS {
-				withEDNS(q, 1232, tt.clientDO)
+			tests := []struct {
+				name       string
+				clientEDNS bool
+				clientDO   bool
+				answerOPT  bool
+				rcode      int
+				wantOPT    bool
+				wantDO     bool
+			}{
+				{name: "client without EDNS, upstream with", answerOPT: true, wantOPT: false},
+				{name: "client with EDNS and DO, upstream without", clientEDNS: true, clientDO: true, wantOPT: true, wantDO: true},
+				{name: "client with EDNS, upstream without", clientEDNS: true, wantOPT: true},
+				{name: "extended rcode keeps the OPT", answerOPT: true, rcode: dns.RcodeBadCookie, wantOPT: true},
 			}
-			m, _ := exchange(t, h, q, ProtoUDP)
-			opt := m.IsEdns0()
-			if (opt != nil) != tt.wantOPT || (opt != nil && opt.Do() != tt.wantDO) {
-				t.Errorf("answer OPT = %v, want present %v with DO %v", opt, tt.wantOPT, tt.wantDO)
-			}
-			if m.Rcode != tt.rcode {
-				t.Errorf("rcode = %d, want %d", m.Rcode, tt.rcode)
-			}
-			if len(m.Extra) == 0 || m.Extra[0].Header().Rrtype != dns.TypeA {
-				t.Errorf("additional = %v, want the upstream's A record kept", m.Extra)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, _ []actors.Attempt) actors.Result {
+						m := new(dns.Msg)
+						m.SetRcode(q, tt.rcode)
+						m.Extra = mustRRs(t, "ns1.example.com. 60 IN A 192.0.2.53")
+						if tt.answerOPT {
+							m.SetEdns0(1232, false)
+						}
+						return actors.Result{Msg: m, Upstream: 0}
+					}}
+					h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
+					q := newQuery("example.com.", dns.TypeNS)
+					if tt.clientEDNS {
+						withEDNS(q, 1232, tt.clientDO)
+					}
+					m, _ := exchange(t, h, q, ProtoUDP)
+					if kind.name == "bytes" && pool.Raws() != 1 {
+						t.Errorf("the answer did not take the byte path")
+					}
+					opt := m.IsEdns0()
+					if (opt != nil) != tt.wantOPT || (opt != nil && opt.Do() != tt.wantDO) {
+						t.Errorf("answer OPT = %v, want present %v with DO %v", opt, tt.wantOPT, tt.wantDO)
+					}
+					if m.Rcode != tt.rcode {
+						t.Errorf("rcode = %d, want %d", m.Rcode, tt.rcode)
+					}
+					if len(m.Extra) == 0 || m.Extra[0].Header().Rrtype != dns.TypeA {
+						t.Errorf("additional = %v, want the upstream's A record kept", m.Extra)
+					}
+				})
 			}
 		})
 	}
@@ -205,21 +226,26 @@ func TestServePoolOPTFollowsTheClient(t *testing.T) {
 
 func TestServePoolRcodesPassThrough(t *testing.T) {
 	t.Parallel()
-	for _, rcode := range []int{dns.RcodeNameError, dns.RcodeServerFailure, dns.RcodeRefused} {
-		pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, _ []actors.Attempt) actors.Result {
-			m := new(dns.Msg)
-			m.SetRcode(q, rcode)
-			m.Ns = mustRRs(t, "example.com. 900 IN SOA ns.example.com. host.example.com. 1 7200 3600 1209600 900")
-			return actors.Result{Msg: m, Upstream: 1}
-		}}
-		h, rec := newTestHandler(t, HandlerConfig{Pool: pool})
-		m, _ := exchange(t, h, newQuery("nope.example.com.", dns.TypeA), "tcp")
-		if m.Rcode != rcode || len(m.Ns) != 1 {
-			t.Errorf("upstream %s: client got %s with %d authority records, want it as it was",
-				dns.RcodeToString[rcode], dns.RcodeToString[m.Rcode], len(m.Ns))
-		}
-		if e := rec.only(t); e.Rcode != rcode || e.Upstream != "secondary" || e.PoolErr != nil {
-			t.Errorf("upstream %s: entry %+v", dns.RcodeToString[rcode], e)
-		}
+	for _, kind := range poolKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			for _, rcode := range []int{dns.RcodeNameError, dns.RcodeServerFailure, dns.RcodeRefused} {
+				pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, _ []actors.Attempt) actors.Result {
+					m := new(dns.Msg)
+					m.SetRcode(q, rcode)
+					m.Ns = mustRRs(t, "example.com. 900 IN SOA ns.example.com. host.example.com. 1 7200 3600 1209600 900")
+					return actors.Result{Msg: m, Upstream: 1}
+				}}
+				h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
+				m, _ := exchange(t, h, newQuery("nope.example.com.", dns.TypeA), "tcp")
+				if m.Rcode != rcode || len(m.Ns) != 1 {
+					t.Errorf("upstream %s: client got %s with %d authority records, want it as it was",
+						dns.RcodeToString[rcode], dns.RcodeToString[m.Rcode], len(m.Ns))
+				}
+				if e := rec.only(t); e.Rcode != rcode || e.Upstream != "secondary" || e.PoolErr != nil {
+					t.Errorf("upstream %s: entry %+v", dns.RcodeToString[rcode], e)
+				}
+			}
+		})
 	}
 }

@@ -41,39 +41,41 @@ func TestServeTruncation(t *testing.T) {
 		{name: "TCP with EDNS 512", proto: "tcp", edns: true, size: 512, limit: dns.MaxMsgSize, whole: true, wantOPT: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			h, rec := newTestHandler(t, HandlerConfig{Pool: answeringPool(t, all...)})
-			q := newQuery("Big.Example.", dns.TypeA)
-			if tt.edns {
-				withEDNS(q, tt.size, true)
-			}
-			m, out := exchange(t, h, q, tt.proto)
-			checkEcho(t, q, m)
-			if len(out) > tt.limit {
-				t.Errorf("answer is %d bytes, want at most %d", len(out), tt.limit)
-			}
-			if m.Truncated == tt.whole {
-				t.Errorf("TC = %v, want %v", m.Truncated, !tt.whole)
-			}
-			got := rrStrings(m.Answer)
-			if tt.whole && len(got) != len(all) {
-				t.Errorf("answer has %d records, want all %d", len(got), len(all))
-			}
-			if !tt.whole && (len(got) == 0 || len(got) == len(all)) {
-				t.Errorf("truncated answer has %d records, want some but not all", len(got))
-			}
-			if !slices.Equal(got, all[:len(got)]) {
-				t.Errorf("answer records are not the upstream's, in order")
-			}
-			opt := m.IsEdns0()
-			if (opt != nil) != tt.wantOPT || (opt != nil && !opt.Do()) {
-				t.Errorf("answer OPT = %v, want present %v with DO kept", opt, tt.wantOPT)
-			}
-			if e := rec.only(t); e.Rcode != dns.RcodeSuccess || e.Source != SourcePool {
-				t.Errorf("entry = %+v, want a NOERROR pool answer", e)
-			}
-		})
+		for _, kind := range poolKinds {
+			t.Run(tt.name+"/"+kind.name, func(t *testing.T) {
+				t.Parallel()
+				h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(answeringPool(t, all...))})
+				q := newQuery("Big.Example.", dns.TypeA)
+				if tt.edns {
+					withEDNS(q, tt.size, true)
+				}
+				m, out := exchange(t, h, q, tt.proto)
+				checkEcho(t, q, m)
+				if len(out) > tt.limit {
+					t.Errorf("answer is %d bytes, want at most %d", len(out), tt.limit)
+				}
+				if m.Truncated == tt.whole {
+					t.Errorf("TC = %v, want %v", m.Truncated, !tt.whole)
+				}
+				got := rrStrings(m.Answer)
+				if tt.whole && len(got) != len(all) {
+					t.Errorf("answer has %d records, want all %d", len(got), len(all))
+				}
+				if !tt.whole && (len(got) == 0 || len(got) == len(all)) {
+					t.Errorf("truncated answer has %d records, want some but not all", len(got))
+				}
+				if !slices.Equal(got, all[:len(got)]) {
+					t.Errorf("answer records are not the upstream's, in order")
+				}
+				opt := m.IsEdns0()
+				if (opt != nil) != tt.wantOPT || (opt != nil && !opt.Do()) {
+					t.Errorf("answer OPT = %v, want present %v with DO kept", opt, tt.wantOPT)
+				}
+				if e := rec.only(t); e.Rcode != dns.RcodeSuccess || e.Source != SourcePool {
+					t.Errorf("entry = %+v, want a NOERROR pool answer", e)
+				}
+			})
+		}
 	}
 }
 

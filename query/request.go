@@ -18,6 +18,7 @@ const (
 	headerLen = 12
 	bitQR     = 1 << 15
 	bitRD     = 1 << 8
+	bitAD     = 1 << 5
 	bitCD     = 1 << 4
 )
 
@@ -56,38 +57,60 @@ type request struct {
 	// upstream may see; empty when the body could not be parsed. It lives in
 	// the request to spare an allocation per query.
 	msg dns.Msg
+
+	// Memory behind msg for the common query (parseCommon): its question
+	// section, its additional section and the OPT record in it.
+	qbuf  [1]dns.Question
+	extra [1]dns.RR
+	opt   dns.OPT
 }
 
-// parse reads a raw client query and checks it against step 1 of the
-// resolution order. It returns nil when the query is to be dropped (shorter
-// than a header, or a response). Otherwise reject is the rcode to refuse the
-// query with, or dns.RcodeSuccess when the query may be resolved.
-func parse(raw []byte, proto string) (r *request, reject int) {
+// parse reads a raw client query into r, a zero request, and checks it
+// against step 1 of the resolution order. It returns false when the query
+// is to be dropped (shorter than a header, or a response). Otherwise reject
+// is the rcode to refuse the query with, or dns.RcodeSuccess when the query
+// may be resolved.
+func parse(r *request, raw []byte, proto string) (ok bool, reject int) {
+	if !r.header(raw, proto) {
+		return false, 0
+	}
+	if r.parseCommon(raw, proto) {
+		return true, dns.RcodeSuccess
+	}
+	return true, r.parseGeneral(raw, proto)
+}
+
+// header reads what parse takes from the header alone, and reports false
+// for a query to drop.
+func (r *request) header(raw []byte, proto string) bool {
 	if len(raw) < headerLen {
-		return nil, 0
+		return false
 	}
 	bits := binary.BigEndian.Uint16(raw[2:])
 	if bits&bitQR != 0 {
 		// Answering a response invites reflection loops between servers.
-		return nil, 0
+		return false
 	}
-	r = &request{
-		id:     binary.BigEndian.Uint16(raw),
-		opcode: int(bits>>11) & 0xF,
-		rd:     bits&bitRD != 0,
-		cd:     bits&bitCD != 0,
-		limit:  answerLimit(proto, false, 0),
-	}
+	r.id = binary.BigEndian.Uint16(raw)
+	r.opcode = int(bits>>11) & 0xF
+	r.rd = bits&bitRD != 0
+	r.cd = bits&bitCD != 0
+	r.limit = answerLimit(proto, false, 0)
+	return true
+}
 
+// parseGeneral is parse with miekg/dns's parser, for every query: it
+// returns the rcode to refuse the query with, or dns.RcodeSuccess.
+func (r *request) parseGeneral(raw []byte, proto string) (reject int) {
 	m := &r.msg
 	if err := m.Unpack(raw); err != nil || !countsMatch(raw, m) {
 		*m = dns.Msg{}
-		return r, dns.RcodeFormatError
+		return dns.RcodeFormatError
 	}
 
 	opt, nopt := findOPT(m.Extra)
 	if nopt > 1 {
-		return r, dns.RcodeFormatError // RFC 6891 section 6.1.1
+		return dns.RcodeFormatError // RFC 6891 section 6.1.1
 	}
 	if opt != nil {
 		r.edns, r.do = true, opt.Do()
@@ -95,18 +118,106 @@ func parse(raw []byte, proto string) (r *request, reject int) {
 	}
 	if m.Opcode != dns.OpcodeQuery {
 		r.question = m.Question
-		return r, dns.RcodeNotImplemented
+		return dns.RcodeNotImplemented
 	}
 	if len(m.Question) != 1 {
-		return r, dns.RcodeFormatError
+		return dns.RcodeFormatError
 	}
 	r.question = m.Question
 	if opt != nil && opt.Version() != 0 {
-		return r, dns.RcodeBadVers // RFC 6891 section 6.1.3: we speak EDNS version 0 only
+		return dns.RcodeBadVers // RFC 6891 section 6.1.3: we speak EDNS version 0 only
 	}
 	r.lname = strings.ToLower(m.Question[0].Name)
 	trim(m, opt)
-	return r, dns.RcodeSuccess
+	return dns.RcodeSuccess
+}
+
+// parseCommon is parse's fast path for the queries nearly every client
+// sends: one question whose name is letters, digits, hyphens and
+// underscores, and at most an OPT record without options, version 0. It
+// fills r exactly as the general path would, without miekg/dns's parser
+// and its five allocations (the name is the only one left), and reports
+// false, leaving r.msg untouched, for anything else.
+func (r *request) parseCommon(raw []byte, proto string) bool {
+	if r.opcode != dns.OpcodeQuery || binary.BigEndian.Uint16(raw[4:]) != 1 ||
+		binary.BigEndian.Uint16(raw[6:]) != 0 || binary.BigEndian.Uint16(raw[8:]) != 0 {
+		return false
+	}
+	arcount := binary.BigEndian.Uint16(raw[10:])
+	var name [255]byte // the name in text form: at most 254 bytes and a dot
+	n, upper := 0, false
+	off := headerLen
+	for {
+		if off >= len(raw) {
+			return false
+		}
+		l := int(raw[off])
+		off++
+		if l == 0 {
+			break
+		}
+		if l > 63 || off+l > len(raw) || n+l+1 > 254 {
+			return false // a pointer, a long label, a long name: the general path decides
+		}
+		for _, c := range raw[off : off+l] {
+			switch {
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+			case 'A' <= c && c <= 'Z':
+				upper = true
+			default:
+				return false // needs escaping in text form
+			}
+		}
+		n += copy(name[n:], raw[off:off+l])
+		name[n] = '.'
+		n++
+		off += l
+	}
+	if n == 0 {
+		name[0], n = '.', 1
+	}
+	if off+4 > len(raw) {
+		return false
+	}
+	qtype, qclass := binary.BigEndian.Uint16(raw[off:]), binary.BigEndian.Uint16(raw[off+2:])
+	off += 4
+	switch {
+	case arcount == 0 && off == len(raw):
+	case arcount == 1 && off+optLen == len(raw) && raw[off] == 0 &&
+		binary.BigEndian.Uint16(raw[off+1:]) == dns.TypeOPT && raw[off+6] == 0 &&
+		binary.BigEndian.Uint16(raw[off+9:]) == 0:
+		// An OPT without options (RDLENGTH 0), EDNS version 0 (the
+		// TTL's second byte).
+		o := &r.opt
+		o.Hdr = dns.RR_Header{
+			Name:   ".",
+			Rrtype: dns.TypeOPT,
+			Class:  binary.BigEndian.Uint16(raw[off+3:]),
+			Ttl:    binary.BigEndian.Uint32(raw[off+5:]),
+		}
+		r.extra[0] = o
+		r.msg.Extra = r.extra[:]
+		r.edns, r.do = true, o.Do()
+		r.limit = answerLimit(proto, true, o.UDPSize())
+	default:
+		return false
+	}
+	qname := string(name[:n])
+	r.lname = qname
+	if upper {
+		r.lname = strings.ToLower(qname)
+	}
+	r.qbuf[0] = dns.Question{Name: qname, Qtype: qtype, Qclass: qclass}
+	r.question = r.qbuf[:]
+	r.msg.Question = r.question
+	r.msg.MsgHdr = dns.MsgHdr{
+		Id:                r.id,
+		Opcode:            dns.OpcodeQuery,
+		RecursionDesired:  r.rd,
+		AuthenticatedData: binary.BigEndian.Uint16(raw[2:])&bitAD != 0,
+		CheckingDisabled:  r.cd,
+	}
+	return true
 }
 
 // countsMatch reports whether m holds as many records as raw's header

@@ -64,6 +64,53 @@ func watch(ctx context.Context, c net.Conn) (stop func() bool) {
 	return context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 }
 
+// LazyContext is a context that arms nothing until Done is first called:
+// the pool's attempt contexts. A transport that bounds its I/O by the
+// socket deadline can then leave Done alone and notice cancellation by
+// polling Err every cancelPoll (see poll), so that an attempt costs no timer
+// and no registration with the query's context, which all queries share.
+// The deadline is kept exactly; cancellation is noticed within cancelPoll.
+type LazyContext interface {
+	context.Context
+	Lazy()
+}
+
+// cancelPoll is how often a transport polls a LazyContext for cancellation
+// while its I/O blocks. The pool's deadline ends every attempt, so a
+// cancellation (a shutdown that ran out of time) only needs noticing soon.
+const cancelPoll = 100 * time.Millisecond
+
+// watchLazy is watch for a LazyContext: c's deadline is the context's, or
+// the next poll when that comes first. stop never reports a poisoned
+// socket: nothing is registered to poison it.
+func watchLazy(ctx LazyContext, c net.Conn) (stop func() bool) {
+	_ = c.SetDeadline(nextPoll(ctx, time.Now()))
+	return stopNothing
+}
+
+func stopNothing() bool { return true }
+
+// nextPoll is the socket deadline for ctx at now: its own, or a poll.
+func nextPoll(ctx context.Context, now time.Time) time.Time {
+	poll := now.Add(cancelPoll)
+	if d, ok := ctx.Deadline(); ok && d.Before(poll) {
+		return d
+	}
+	return poll
+}
+
+// polled reports whether err, from I/O on c under ctx, is a poll of
+// watchLazy rather than the end of the exchange: a socket timeout while ctx
+// is neither cancelled nor past its deadline. It re-arms c for the next
+// poll, so the caller retries the I/O.
+func polled(ctx context.Context, c net.Conn, err error) bool {
+	if _, lazy := ctx.(LazyContext); !lazy || !isTimeout(err) || ctx.Err() != nil {
+		return false
+	}
+	_ = c.SetDeadline(nextPoll(ctx, time.Now()))
+	return true
+}
+
 // ioError wraps err from step ("reading from") on an upstream labelled
 // label. When ctx is done and err is the deadline error that watch caused,
 // ctx's own error replaces it, so a cancelled exchange reports

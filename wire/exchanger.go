@@ -32,3 +32,41 @@ type ExchangerFunc func(ctx context.Context, m *dns.Msg) (*dns.Msg, error)
 func (f ExchangerFunc) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	return f(ctx, m)
 }
+
+// WireQuery is a query for RawExchanger: parsed, and packed once for every
+// attempt on every upstream.
+type WireQuery struct {
+	// Msg is the query; transports without a byte path exchange it.
+	Msg *dns.Msg
+
+	// Packed is Msg packed, question uncompressed at offset 12. A
+	// RawExchanger writes its wire ID into the first two bytes, so one
+	// WireQuery is exchanged by one goroutine at a time (the pool attempts
+	// upstreams one after another).
+	Packed []byte
+
+	// Buf is where a RawExchanger may read the answer. Its capacity must
+	// be at least ClientUDPSize(Msg), or the exchanger uses a buffer of its
+	// own and answers with Msg.
+	Buf []byte
+}
+
+// Answer is a RawExchanger's answer: Raw when the upstream's bytes can go
+// to the client as they are (Layout says where their parts lie), Msg when
+// they had to be parsed (an unusual record type, a truncated answer retried
+// over TCP, a question spelled with a compression pointer). Exactly one is
+// set.
+type Answer struct {
+	Msg    *dns.Msg
+	Raw    []byte // in WireQuery.Buf; its ID is the wire ID, not the query's
+	Layout AnswerLayout
+}
+
+// RawExchanger is an Exchanger with a byte path: it sends q.Packed and
+// validates the answer in place (LayoutAnswer), unpacking it only when the
+// bytes cannot be vouched for. The contract is Exchanger's, but for the ID
+// of a Raw answer, which the caller rewrites.
+type RawExchanger interface {
+	Exchanger
+	ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error)
+}

@@ -37,6 +37,11 @@ type Request struct {
 
 	// Client is the address and port the query came from, IPv4 unmapped.
 	Client netip.AddrPort
+
+	// Answer is memory the handler may build its answer in (its
+	// capacity; it may be nil). The server keeps it until the answer is
+	// written.
+	Answer []byte
 }
 
 // Handler answers client queries.

@@ -10,11 +10,17 @@ import (
 // and padding), so the common case never allocates.
 const clientQueryBufLen = 512
 
+// clientAnswerBufLen is the capacity of a pooled UDP answer buffer: any
+// answer to a client advertising up to 4096 bytes of EDNS payload, plus the
+// OPT record a handler may add.
+const clientAnswerBufLen = smallBufLen + 64
+
 // clientQuery is an admitted query's Request with the memory behind Raw, pooled
 // so that a busy server does not allocate both for every query.
 type clientQuery struct {
 	req Request
 	buf []byte
+	out []byte // for Request.Answer; allocated on first use
 }
 
 var clientQueries = sync.Pool{

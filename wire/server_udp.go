@@ -47,6 +47,10 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 		client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 		q := getClientQuery(n, "udp", client)
 		copy(q.buf, buf[:n])
+		if q.out == nil {
+			q.out = make([]byte, 0, clientAnswerBufLen)
+		}
+		q.req.Answer = q.out[:0]
 		job := udpJob{pc: pc, q: q, to: from}
 		select {
 		case s.udpWork <- job:

@@ -37,7 +37,10 @@ type UDP struct {
 	closed bool       // Close was called: sockets are closed on return
 }
 
-var _ Transport = (*UDP)(nil)
+var (
+	_ Transport    = (*UDP)(nil)
+	_ RawExchanger = (*UDP)(nil)
+)
 
 // udpConn is a connected UDP socket. Only the exchange that took it from
 // the free list touches it.
@@ -88,8 +91,7 @@ func (u *UDP) exchangeDatagram(ctx context.Context, m *dns.Msg) (*dns.Msg, error
 	return u.roundTrip(ctx, c, m)
 }
 
-// roundTrip sends m on c and reads its answer. It owns c from then on: c
-// returns to the free list after a clean exchange and is closed otherwise.
+// roundTrip packs m and exchanges it on c, whose ownership it takes.
 func (u *UDP) roundTrip(ctx context.Context, c *udpConn, m *dns.Msg) (*dns.Msg, error) {
 	buf := getBuf(ClientUDPSize(m))
 	defer putBuf(buf)
@@ -100,9 +102,54 @@ func (u *UDP) roundTrip(ctx context.Context, c *udpConn, m *dns.Msg) (*dns.Msg, 
 		u.put(c) // nothing was sent: c is as clean as it was
 		return nil, err
 	}
+	a, err := u.send(ctx, c, m, query, id, buf, false)
+	return a.Msg, err
+}
 
+// ExchangeRaw is Exchange on the byte path: q.Packed goes out with a wire
+// ID of the socket's, and an answer whose bytes LayoutAnswer vouches for
+// comes back in q.Buf as it was read. Any other answer is parsed as
+// Exchange parses it (a truncated one retried over TCP) and returned as
+// Msg.
+func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
+	size := ClientUDPSize(q.Msg)
+	if cap(q.Buf) < size || len(q.Packed) < headerLen {
+		r, err := u.Exchange(ctx, q.Msg)
+		return Answer{Msg: r}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Answer{}, fmt.Errorf("exchanging with %s: %w", u.label, err)
+	}
+	c, err := u.conn(ctx)
+	if err != nil {
+		return Answer{}, err
+	}
+	id := newWireID(c.lastID)
+	binary.BigEndian.PutUint16(q.Packed, id)
+	// The whole buffer: some servers send more than the query's EDNS
+	// size allows, and an answer cut short by the read would be lost.
+	a, err := u.send(ctx, c, q.Msg, q.Packed, id, q.Buf[:cap(q.Buf)], true)
+	if err != nil || a.Msg == nil || !a.Msg.Truncated {
+		return a, err
+	}
+	r, err := u.tcp.Exchange(ctx, q.Msg)
+	return Answer{Msg: r}, err
+}
+
+// send writes query, m packed with wire ID id, on c and reads its answer
+// into buf. It owns c from then on: c returns to the free list after a
+// clean exchange and is closed otherwise. With raw, an answer that
+// LayoutAnswer vouches for is returned as bytes; every other answer is
+// parsed. A truncated answer is returned as it came, or as a bare truncated
+// header when it did not even parse (some servers cut records in half).
+func (u *UDP) send(ctx context.Context, c *udpConn, m *dns.Msg, query []byte, id uint16, buf []byte, raw bool) (Answer, error) {
 	clean := false
-	stop := watch(ctx, c)
+	var stop func() bool
+	if lc, ok := ctx.(LazyContext); ok {
+		stop = watchLazy(lc, c)
+	} else {
+		stop = watch(ctx, c)
+	}
 	defer func() {
 		if stop() && clean {
 			c.lastID, c.used = id, true
@@ -112,32 +159,47 @@ func (u *UDP) roundTrip(ctx context.Context, c *udpConn, m *dns.Msg) (*dns.Msg, 
 		}
 	}()
 
-	if _, err := c.Write(query); err != nil {
-		return nil, ioError(ctx, "writing to", u.label, err)
+	for {
+		_, err := c.Write(query)
+		if err == nil {
+			break
+		}
+		if !polled(ctx, c, err) {
+			return Answer{}, ioError(ctx, "writing to", u.label, err)
+		}
 	}
 	for {
 		n, err := c.Read(buf)
-		if err != nil {
-			return nil, ioError(ctx, "reading from", u.label, err)
+		if polled(ctx, c, err) {
+			continue
 		}
-		raw := buf[:n]
-		if c.used && n >= 2 && binary.BigEndian.Uint16(raw) == c.lastID {
+		if err != nil {
+			return Answer{}, ioError(ctx, "reading from", u.label, err)
+		}
+		b := buf[:n]
+		if c.used && n >= 2 && binary.BigEndian.Uint16(b) == c.lastID {
 			// A duplicate of the previous exchange's answer, sent twice
 			// by the upstream or the network: not evidence, not ours.
 			continue
 		}
-		r, err := decodeReply(m, id, raw)
-		if errors.Is(err, ErrMalformed) && truncatedHeader(raw) {
+		if raw && !truncatedHeader(b) {
+			if l, ok := LayoutAnswer(query, b, id); ok {
+				clean = true
+				return Answer{Raw: b, Layout: l}, nil
+			}
+		}
+		r, err := decodeReply(m, id, b)
+		if errors.Is(err, ErrMalformed) && truncatedHeader(b) {
 			// Our ID (decodeReply checked it), cut short: TCP will
 			// carry the whole answer.
 			clean = true
-			return &dns.Msg{MsgHdr: dns.MsgHdr{Id: m.Id, Response: true, Truncated: true}}, nil
+			return Answer{Msg: &dns.Msg{MsgHdr: dns.MsgHdr{Id: m.Id, Response: true, Truncated: true}}}, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading from %s: %w", u.label, err)
+			return Answer{}, fmt.Errorf("reading from %s: %w", u.label, err)
 		}
 		clean = true
-		return r, nil
+		return Answer{Msg: r}, nil
 	}
 }
 

@@ -1,0 +1,66 @@
+package query
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// WirePool is a Pool with a byte path (*actors.Pool implements it): the
+// query is packed once, and an upstream's answer that wire.LayoutAnswer
+// vouches for comes back as bytes, which go to the client edited in place
+// (ID, question spelling, OPT) instead of being parsed and packed again.
+type WirePool interface {
+	Pool
+	ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result
+}
+
+// packedQueryLen holds a trimmed query: a header, a question of at most 259
+// bytes and an OPT record with a cookie and padding.
+const packedQueryLen = 512
+
+// optLen is an OPT record without options: root name, type, class (the UDP
+// size), TTL (extended rcode, version, flags), RDLENGTH.
+const optLen = 11
+
+// adoptRaw is adopt and fit on the bytes of an answer that came through the
+// byte path: packed is the query sent (its question is the client's,
+// spelled as the client wrote it), raw the answer, l its layout. It edits
+// raw in place and returns the answer to send and its rcode, or ok false
+// when the bytes cannot be used as they are (the answer is too large for
+// the client's UDP size), in which case raw still holds a whole message for
+// the slow path to parse.
+func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out []byte, rcode int, ok bool) {
+	if len(packed) < l.QuestionEnd {
+		return raw, 0, false // LayoutAnswer matched the questions: never
+	}
+	binary.BigEndian.PutUint16(raw, r.id)
+	// The questions are equal but for the case of letters: the client's
+	// spelling goes back.
+	copy(raw[headerLen:l.QuestionEnd], packed[headerLen:l.QuestionEnd])
+
+	rcode = l.Rcode
+	switch {
+	case l.OPT >= 0 && r.edns:
+		binary.BigEndian.PutUint16(raw[l.OPT+3:], ednsUDPSize)
+	case l.OPT >= 0 && rcode <= 0xF:
+		n := copy(raw[l.OPT:], raw[l.OPTEnd:])
+		raw = raw[:l.OPT+n]
+		binary.BigEndian.PutUint16(raw[10:], binary.BigEndian.Uint16(raw[10:])-1)
+	case l.OPT < 0 && r.edns:
+		var flags byte
+		if r.do {
+			flags = 0x80 // DO is the top bit of the OPT's flags (RFC 3225)
+		}
+		raw = append(raw, 0, 0, byte(dns.TypeOPT), ednsUDPSize>>8, ednsUDPSize&0xFF, 0, 0, flags, 0, 0, 0)
+		binary.BigEndian.PutUint16(raw[10:], binary.BigEndian.Uint16(raw[10:])+1)
+	}
+	if len(raw) > r.limit {
+		return raw, rcode, false
+	}
+	return raw, rcode, true
+}
