@@ -67,7 +67,7 @@ func watch(ctx context.Context, c net.Conn) (stop func() bool) {
 // LazyContext is a context that arms nothing until Done is first called:
 // the pool's attempt contexts. A transport that bounds its I/O by the
 // socket deadline can then leave Done alone and notice cancellation by
-// polling Err every cancelPoll (see poll), so that an attempt costs no timer
+// polling Err every cancelPoll (see udpConn.arm), so that an attempt costs no timer
 // and no registration with the query's context, which all queries share.
 // The deadline is kept exactly; cancellation is noticed within cancelPoll.
 type LazyContext interface {
@@ -80,16 +80,6 @@ type LazyContext interface {
 // cancellation (a shutdown that ran out of time) only needs noticing soon.
 const cancelPoll = 100 * time.Millisecond
 
-// watchLazy is watch for a LazyContext: c's deadline is the context's, or
-// the next poll when that comes first. stop never reports a poisoned
-// socket: nothing is registered to poison it.
-func watchLazy(ctx LazyContext, c net.Conn) (stop func() bool) {
-	_ = c.SetDeadline(nextPoll(ctx, time.Now()))
-	return stopNothing
-}
-
-func stopNothing() bool { return true }
-
 // nextPoll is the socket deadline for ctx at now: its own, or a poll.
 func nextPoll(ctx context.Context, now time.Time) time.Time {
 	poll := now.Add(cancelPoll)
@@ -97,18 +87,6 @@ func nextPoll(ctx context.Context, now time.Time) time.Time {
 		return d
 	}
 	return poll
-}
-
-// polled reports whether err, from I/O on c under ctx, is a poll of
-// watchLazy rather than the end of the exchange: a socket timeout while ctx
-// is neither cancelled nor past its deadline. It re-arms c for the next
-// poll, so the caller retries the I/O.
-func polled(ctx context.Context, c net.Conn, err error) bool {
-	if _, lazy := ctx.(LazyContext); !lazy || !isTimeout(err) || ctx.Err() != nil {
-		return false
-	}
-	_ = c.SetDeadline(nextPoll(ctx, time.Now()))
-	return true
 }
 
 // ioError wraps err from step ("reading from") on an upstream labelled
@@ -128,3 +106,6 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// stopNothing is watch's stop for an exchange that registered nothing.
+func stopNothing() bool { return true }

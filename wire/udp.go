@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -46,8 +47,35 @@ var (
 // the free list touches it.
 type udpConn struct {
 	net.Conn
-	lastID uint16 // wire ID of the last exchange completed on it
-	used   bool   // lastID is meaningful
+	lastID   uint16    // wire ID of the last exchange completed on it
+	used     bool      // lastID is meaningful
+	deadline time.Time // the socket's deadline as last set
+}
+
+// arm sets c's deadline for an exchange under a LazyContext: the context's
+// deadline or the next cancellation poll, whichever comes first. A deadline
+// already set that still lies ahead, and not past the context's, is kept:
+// setting one takes the runtime's timer lock, and a poll that comes early
+// costs one more loop, not correctness.
+func (c *udpConn) arm(ctx context.Context, now time.Time) {
+	if d, ok := ctx.Deadline(); c.deadline.After(now) && ok && !c.deadline.After(d) {
+		return
+	}
+	c.deadline = nextPoll(ctx, now)
+	_ = c.SetDeadline(c.deadline)
+}
+
+// polled reports whether err, from I/O on c under a LazyContext, is one of
+// arm's polls rather than the end of the exchange: a socket timeout while
+// ctx is neither cancelled nor past its deadline. It re-arms c, so the
+// caller retries the I/O.
+func (c *udpConn) polled(ctx context.Context, err error) bool {
+	if !isTimeout(err) || ctx.Err() != nil {
+		return false
+	}
+	c.deadline = nextPoll(ctx, time.Now())
+	_ = c.SetDeadline(c.deadline)
+	return true
 }
 
 // NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
@@ -144,11 +172,13 @@ func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 // header when it did not even parse (some servers cut records in half).
 func (u *UDP) send(ctx context.Context, c *udpConn, m *dns.Msg, query []byte, id uint16, buf []byte, raw bool) (Answer, error) {
 	clean := false
-	var stop func() bool
-	if lc, ok := ctx.(LazyContext); ok {
-		stop = watchLazy(lc, c)
+	_, lazy := ctx.(LazyContext)
+	stop := stopNothing
+	if lazy {
+		c.arm(ctx, time.Now())
 	} else {
 		stop = watch(ctx, c)
+		c.deadline, _ = ctx.Deadline()
 	}
 	defer func() {
 		if stop() && clean {
@@ -164,13 +194,13 @@ func (u *UDP) send(ctx context.Context, c *udpConn, m *dns.Msg, query []byte, id
 		if err == nil {
 			break
 		}
-		if !polled(ctx, c, err) {
+		if !lazy || !c.polled(ctx, err) {
 			return Answer{}, ioError(ctx, "writing to", u.label, err)
 		}
 	}
 	for {
 		n, err := c.Read(buf)
-		if polled(ctx, c, err) {
+		if err != nil && lazy && c.polled(ctx, err) {
 			continue
 		}
 		if err != nil {
