@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -130,4 +131,102 @@ func BenchmarkServeLocal(b *testing.B) {
 	for b.Loop() {
 		h.Serve(ctx, raw, ProtoUDP, testClient)
 	}
+}
+
+// memoryUpstream is an in-memory udp:// upstream on the byte path: it
+// answers every query with a packed answer written into the query's
+// buffer under the query's wire ID, and validates it with LayoutAnswer,
+// which is what wire.UDP does with the datagram it reads.
+type memoryUpstream struct {
+	answer []byte
+}
+
+func (u *memoryUpstream) Exchange(context.Context, *dns.Msg) (*dns.Msg, error) {
+	panic("memoryUpstream: the byte path only")
+}
+
+func (u *memoryUpstream) ExchangeRaw(_ context.Context, q *wire.WireQuery) (wire.Answer, error) {
+	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], u.answer)]
+	b[0], b[1] = q.Packed[0], q.Packed[1]
+	l, ok := wire.LayoutAnswer(q.Packed, b, uint16(b[0])<<8|uint16(b[1]))
+	if !ok {
+		panic("memoryUpstream: the answer does not pass LayoutAnswer")
+	}
+	return wire.Answer{Raw: b, Layout: l}, nil
+}
+
+// newForwardingPath builds BenchmarkServeThroughPool's handler: the real
+// pool, two in-memory upstreams on the byte path, shipped timeouts.
+func newForwardingPath(tb testing.TB, q *dns.Msg) *Handler {
+	tb.Helper()
+	a := new(dns.Msg)
+	a.SetReply(q)
+	a.RecursionAvailable = true
+	a.Answer = mustRRs(tb,
+		"www.example.com. 300 IN A 93.184.215.14",
+		"www.example.com. 300 IN A 93.184.215.15")
+	a.Compress = true
+	up := &memoryUpstream{answer: mustPack(tb, a)}
+	pool, err := actors.NewPool(actors.Policy{
+		AttemptTimeout: 2500 * time.Millisecond,
+		TotalTimeout:   5000 * time.Millisecond,
+		Health:         actors.HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: time.Minute},
+	}, []actors.Spec{
+		{Name: "primary", Slots: 1024, Transport: up},
+		{Name: "secondary", Slots: 1024, Transport: up},
+	}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	h, err := NewHandler(HandlerConfig{
+		Pool:          pool,
+		UpstreamNames: []string{"primary", "secondary"},
+		Hooks:         HooksFunc(func(*Entry) {}),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
+
+// The steady-state forwarding path allocates at most two objects per
+// query (issue 6): the question's name and the attempt's context.
+func TestForwardingPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	q := newQuery("www.example.com.", dns.TypeA)
+	h := newForwardingPath(t, q)
+	raw := mustPack(t, q)
+	buf := make([]byte, 0, 4096)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		if out := h.ServeInto(ctx, raw, ProtoUDP, testClient, buf); len(out) < len(raw) {
+			t.Fatalf("answer %x", out)
+		}
+	})
+	if allocs > 2 {
+		t.Errorf("a forwarded query allocates %v objects, want at most 2", allocs)
+	}
+}
+
+// BenchmarkServeThroughPool is the whole steady-state forwarding path but
+// for the sockets: raw client query in, through the real pool (two
+// upstreams, shipped timeouts) to an in-memory upstream on the byte path,
+// raw answer out in the listener's buffer; every core at once.
+func BenchmarkServeThroughPool(b *testing.B) {
+	q := newQuery("www.example.com.", dns.TypeA)
+	h := newForwardingPath(b, q)
+	raw := mustPack(b, q)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 0, 4096)
+		for pb.Next() {
+			if out := h.ServeInto(ctx, raw, ProtoUDP, testClient, buf); len(out) < len(raw) || out[3]&0xF != 0 {
+				b.Fatalf("answer %x", out)
+			}
+		}
+	})
 }
