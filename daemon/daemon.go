@@ -64,7 +64,8 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 			continue
 		}
 		t, err := wire.NewTransport(u.Address,
-			// One idle socket per slot: every exchange in flight can reuse one.
+			// One idle connection per slot (tcp, tls, https): every
+			// exchange in flight can reuse one. UDP shares one socket.
 			wire.WithMaxConns(u.Slots), wire.WithMaxIdle(u.Slots),
 			wire.WithDialIP(u.IP), wire.WithCAFile(u.CAFile))
 		if err != nil {

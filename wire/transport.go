@@ -22,7 +22,7 @@ type Transport interface {
 // Defaults of the transport options. They suit a home forwarder: a handful
 // of upstreams, a few hundred queries a second at most.
 const (
-	// DefaultMaxIdle idle sockets are kept per upstream and protocol: enough
+	// DefaultMaxIdle idle connections are kept per upstream and protocol: enough
 	// to absorb a burst without a socket per query, few enough to not matter.
 	DefaultMaxIdle = 16
 
@@ -85,8 +85,8 @@ func (o options) idleTimeoutOr(def time.Duration) time.Duration {
 	return def
 }
 
-// WithMaxIdle keeps at most n idle sockets (UDP) or connections (TCP) per
-// upstream; 0 disables reuse. Default DefaultMaxIdle. Negative n is 0.
+// WithMaxIdle keeps at most n idle connections (TCP, DoT, DoH) per
+// upstream; 0 disables reuse. UDP exchanges share one socket and ignore it. Default DefaultMaxIdle. Negative n is 0.
 func WithMaxIdle(n int) Option {
 	return func(o *options) { o.maxIdle = max(n, 0) }
 }

@@ -30,8 +30,8 @@ func BenchmarkDoHExchange(b *testing.B) {
 	benchExchange(b, tr)
 }
 
-// BenchmarkUDPExchangeParallel is BenchmarkUDPExchange with the parallel
-// case, for comparison with the encrypted transports.
+// BenchmarkUDPExchangeParallel is the UDP exchange, serial and parallel,
+// for comparison with the encrypted transports.
 func BenchmarkUDPExchangeParallel(b *testing.B) {
 	srv := wiretest.NewServer(b, wiretest.Answer())
 	benchExchange(b, newTestUDP(b, srv.Addr))

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -17,25 +18,34 @@ import (
 // address form. A truncated answer is retried over TCP to the same address
 // within the same context: it is one attempt, whatever it takes.
 //
-// Each exchange uses a connected socket of its own, taken from a small free
-// list. A socket goes back on the list only after a clean exchange (the
-// answer to its query was read); one that timed out, was cancelled or read
-// garbage is closed, so a late answer to an old query can never be mistaken
-// for the answer to a new one.
+// Exchanges share one connected socket, read by one goroutine of the
+// transport's, which hands each datagram to the exchange whose wire ID it
+// carries: no socket per query, no wakeup of the poller per answer. Every
+// wire ID is used once per socket, and the socket remembers each ID it has
+// used, so an answer that comes after its exchange ended (late, or sent
+// twice) is recognised and dropped; an answer with an ID the socket never
+// sent is a lie, which fails every exchange waiting on the socket with
+// ErrIDMismatch and retires it. After udpSocketIDs exchanges a socket is
+// retired for a new one, on a new random source port, and closed once its
+// last exchange ends.
 //
 // A UDP is safe for concurrent use.
 type UDP struct {
-	addr    string // IP:PORT
-	label   string // "udp://IP:PORT", naming the upstream in errors
-	tcp     *TCP   // the truncation fallback to the same address; always non-nil
-	maxIdle int
-	dialer  net.Dialer
+	addr   string // IP:PORT
+	label  string // "udp://IP:PORT", naming the upstream in errors
+	tcp    *TCP   // the truncation fallback to the same address; always non-nil
+	dialer net.Dialer
 
-	dials atomic.Uint64 // sockets opened, so tests can prove reuse
+	dials  atomic.Uint64 // sockets opened, so tests can prove reuse
+	timers sync.Pool     // *time.Timer, stopped: cancellation polls
+	waits  sync.Pool     // *udpWait
 
-	mu     sync.Mutex // guards following
-	idle   []*udpConn // clean sockets, the most recently used last
-	closed bool       // Close was called: sockets are closed on return
+	readers sync.WaitGroup // one per socket
+
+	mu     sync.Mutex            // guards following, and every udpSock's and udpWait's fields
+	cur    *udpSock              // the socket new exchanges register on; nil before the first
+	socks  map[*udpSock]struct{} // every open socket, cur and retired
+	closed bool                  // Close was called
 }
 
 var (
@@ -43,51 +53,38 @@ var (
 	_ RawExchanger = (*UDP)(nil)
 )
 
-// udpConn is a connected UDP socket. Only the exchange that took it from
-// the free list touches it.
-type udpConn struct {
-	net.Conn
-	lastID   uint16    // wire ID of the last exchange completed on it
-	used     bool      // lastID is meaningful
-	deadline time.Time // the socket's deadline as last set
+// udpSocketIDs is how many exchanges one socket carries before it is
+// retired: a bound on the IDs it must remember, and how often the source
+// port changes (an off-path spoofer has to match the port as well as the
+// ID).
+const udpSocketIDs = 4096
+
+// udpSock is one connected socket of a UDP transport.
+type udpSock struct {
+	conn    net.Conn
+	ids     map[uint16]*udpWait // every ID used on it: the exchange waiting, or nil once it ended
+	live    int                 // exchanges waiting
+	retired bool                // takes no new exchange; closed when live is 0
 }
 
-// arm sets c's deadline for an exchange under a LazyContext: the context's
-// deadline or the next cancellation poll, whichever comes first. A deadline
-// already set that still lies ahead, and not past the context's, is kept:
-// setting one takes the runtime's timer lock, and a poll that comes early
-// costs one more loop, not correctness.
-func (c *udpConn) arm(ctx context.Context, now time.Time) {
-	if d, ok := ctx.Deadline(); c.deadline.After(now) && ok && !c.deadline.After(d) {
-		return
-	}
-	c.deadline = nextPoll(ctx, now)
-	_ = c.SetDeadline(c.deadline)
-}
-
-// polled reports whether err, from I/O on c under a LazyContext, is one of
-// arm's polls rather than the end of the exchange: a socket timeout while
-// ctx is neither cancelled nor past its deadline. It re-arms c, so the
-// caller retries the I/O.
-func (c *udpConn) polled(ctx context.Context, err error) bool {
-	if !isTimeout(err) || ctx.Err() != nil {
-		return false
-	}
-	c.deadline = nextPoll(ctx, time.Now())
-	_ = c.SetDeadline(c.deadline)
-	return true
+// udpWait is one exchange waiting for its answer. The reader writes into
+// buf only while the exchange is registered and only once (n == 0 and err
+// nil), under the transport's lock; the exchange reads buf after ready.
+type udpWait struct {
+	buf   []byte        // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
+	n     int           // the datagram's length once delivered
+	err   error         // a socket error delivered instead of a datagram
+	ready chan struct{} // capacity 1: signalled on delivery
 }
 
 // NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
-// socket until the first exchange. WithMaxIdle bounds the free list; the
-// other options tune the TCP fallback.
+// socket until the first exchange; the options tune the TCP fallback.
 func NewUDP(addr string, opts ...Option) *UDP {
-	o := buildOptions(opts)
 	return &UDP{
-		addr:    addr,
-		label:   "udp://" + addr,
-		tcp:     NewTCP(addr, opts...),
-		maxIdle: o.maxIdle,
+		addr:  addr,
+		label: "udp://" + addr,
+		tcp:   NewTCP(addr, opts...),
+		socks: make(map[*udpSock]struct{}),
 	}
 }
 
@@ -109,28 +106,15 @@ func (u *UDP) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 // even parse (some servers cut records in half). The forward-zone client
 // drives the fallback itself.
 func (u *UDP) exchangeDatagram(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("exchanging with %s: %w", u.label, err)
-	}
-	c, err := u.conn(ctx)
+	qbuf := getBuf(0)
+	defer putBuf(qbuf)
+	query, err := packQuery(m, 0, qbuf)
 	if err != nil {
 		return nil, err
 	}
-	return u.roundTrip(ctx, c, m)
-}
-
-// roundTrip packs m and exchanges it on c, whose ownership it takes.
-func (u *UDP) roundTrip(ctx context.Context, c *udpConn, m *dns.Msg) (*dns.Msg, error) {
 	buf := getBuf(ClientUDPSize(m))
 	defer putBuf(buf)
-
-	id := newWireID(c.lastID)
-	query, err := packQuery(m, id, buf)
-	if err != nil {
-		u.put(c) // nothing was sent: c is as clean as it was
-		return nil, err
-	}
-	a, err := u.send(ctx, c, m, query, id, buf, false)
+	a, err := u.send(ctx, m, query, buf, false)
 	return a.Msg, err
 }
 
@@ -140,23 +124,13 @@ func (u *UDP) roundTrip(ctx context.Context, c *udpConn, m *dns.Msg) (*dns.Msg, 
 // Exchange parses it (a truncated one retried over TCP) and returned as
 // Msg.
 func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
-	size := ClientUDPSize(q.Msg)
-	if cap(q.Buf) < size || len(q.Packed) < headerLen {
+	if cap(q.Buf) < ClientUDPSize(q.Msg) || len(q.Packed) < headerLen {
 		r, err := u.Exchange(ctx, q.Msg)
 		return Answer{Msg: r}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Answer{}, fmt.Errorf("exchanging with %s: %w", u.label, err)
-	}
-	c, err := u.conn(ctx)
-	if err != nil {
-		return Answer{}, err
-	}
-	id := newWireID(c.lastID)
-	binary.BigEndian.PutUint16(q.Packed, id)
 	// The whole buffer: some servers send more than the query's EDNS
-	// size allows, and an answer cut short by the read would be lost.
-	a, err := u.send(ctx, c, q.Msg, q.Packed, id, q.Buf[:cap(q.Buf)], true)
+	// size allows, and an answer cut short would be lost.
+	a, err := u.send(ctx, q.Msg, q.Packed, q.Buf[:cap(q.Buf)], true)
 	if err != nil || a.Msg == nil || !a.Msg.Truncated {
 		return a, err
 	}
@@ -164,123 +138,252 @@ func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 	return Answer{Msg: r}, err
 }
 
-// send writes query, m packed with wire ID id, on c and reads its answer
-// into buf. It owns c from then on: c returns to the free list after a
-// clean exchange and is closed otherwise. With raw, an answer that
-// LayoutAnswer vouches for is returned as bytes; every other answer is
-// parsed. A truncated answer is returned as it came, or as a bare truncated
-// header when it did not even parse (some servers cut records in half).
-func (u *UDP) send(ctx context.Context, c *udpConn, m *dns.Msg, query []byte, id uint16, buf []byte, raw bool) (Answer, error) {
-	clean := false
-	_, lazy := ctx.(LazyContext)
-	stop := stopNothing
-	if lazy {
-		c.arm(ctx, time.Now())
-	} else {
-		stop = watch(ctx, c)
-		c.deadline, _ = ctx.Deadline()
+// send writes query, m packed, with a wire ID of its own in its first two
+// bytes, and waits for the answer, which the socket's reader copies into
+// buf. With raw, an answer that LayoutAnswer vouches for is returned as
+// bytes; every other answer is parsed. A truncated answer is returned as it
+// came, or as a bare truncated header when it did not even parse.
+//
+// ctx bounds the wait: a LazyContext by a timer of the transport's that
+// polls its Err (see LazyContext), any other by its Done.
+func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool) (Answer, error) {
+	if err := ctx.Err(); err != nil {
+		return Answer{}, fmt.Errorf("exchanging with %s: %w", u.label, err)
 	}
-	defer func() {
-		if stop() && clean {
-			c.lastID, c.used = id, true
-			u.put(c)
-		} else {
-			_ = c.Close()
-		}
-	}()
+	w := u.getWait(buf)
+	s, id, err := u.register(ctx, w)
+	if err != nil {
+		u.putWait(w)
+		return Answer{}, err
+	}
+	defer u.unregister(s, id, w)
+	binary.BigEndian.PutUint16(query, id)
+	if _, err := s.conn.Write(query); err != nil {
+		return Answer{}, ioError(ctx, "writing to", u.label, err)
+	}
 
-	for {
-		_, err := c.Write(query)
-		if err == nil {
-			break
-		}
-		if !lazy || !c.polled(ctx, err) {
-			return Answer{}, ioError(ctx, "writing to", u.label, err)
-		}
-	}
-	for {
-		n, err := c.Read(buf)
-		if err != nil && lazy && c.polled(ctx, err) {
-			continue
-		}
-		if err != nil {
-			return Answer{}, ioError(ctx, "reading from", u.label, err)
-		}
-		b := buf[:n]
-		if c.used && n >= 2 && binary.BigEndian.Uint16(b) == c.lastID {
-			// A duplicate of the previous exchange's answer, sent twice
-			// by the upstream or the network: not evidence, not ours.
-			continue
-		}
-		if raw && !truncatedHeader(b) {
-			if l, ok := LayoutAnswer(query, b, id); ok {
-				clean = true
-				return Answer{Raw: b, Layout: l}, nil
+	if _, lazy := ctx.(LazyContext); lazy {
+		t := u.timer(time.Until(nextPoll(ctx, time.Now())))
+		defer u.putTimer(t)
+		for {
+			select {
+			case <-w.ready:
+				return u.answer(ctx, m, query, buf, id, w, raw)
+			case <-t.C:
+				if err := ctx.Err(); err != nil {
+					return Answer{}, fmt.Errorf("reading from %s: %w", u.label, err)
+				}
+				t.Reset(time.Until(nextPoll(ctx, time.Now())))
 			}
 		}
-		r, err := decodeReply(m, id, b)
-		if errors.Is(err, ErrMalformed) && truncatedHeader(b) {
-			// Our ID (decodeReply checked it), cut short: TCP will
-			// carry the whole answer.
-			clean = true
-			return Answer{Msg: &dns.Msg{MsgHdr: dns.MsgHdr{Id: m.Id, Response: true, Truncated: true}}}, nil
+	}
+	select {
+	case <-w.ready:
+		return u.answer(ctx, m, query, buf, id, w, raw)
+	case <-ctx.Done():
+		return Answer{}, fmt.Errorf("reading from %s: %w", u.label, ctx.Err())
+	}
+}
+
+// answer decides what the datagram or error delivered to w means.
+func (u *UDP) answer(ctx context.Context, m *dns.Msg, query, buf []byte, id uint16, w *udpWait, raw bool) (Answer, error) {
+	u.mu.Lock()
+	n, err := w.n, w.err
+	u.mu.Unlock()
+	if err != nil {
+		return Answer{}, ioError(ctx, "reading from", u.label, err)
+	}
+	b := buf[:cap(buf)][:n]
+	if raw && !truncatedHeader(b) {
+		if l, ok := LayoutAnswer(query, b, id); ok {
+			return Answer{Raw: b, Layout: l}, nil
+		}
+	}
+	r, err := decodeReply(m, id, b)
+	if errors.Is(err, ErrMalformed) && truncatedHeader(b) {
+		// Our ID (decodeReply checked it), cut short: TCP will carry
+		// the whole answer.
+		return Answer{Msg: &dns.Msg{MsgHdr: dns.MsgHdr{Id: m.Id, Response: true, Truncated: true}}}, nil
+	}
+	if err != nil {
+		return Answer{}, fmt.Errorf("reading from %s: %w", u.label, err)
+	}
+	return Answer{Msg: r}, nil
+}
+
+// register files w under a fresh wire ID on the current socket, opening a
+// new socket when there is none or the current one is spent.
+func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil, 0, fmt.Errorf("exchanging with %s: %w", u.label, net.ErrClosed)
+	}
+	s := u.cur
+	if s == nil || s.retired || len(s.ids) >= udpSocketIDs {
+		if s != nil {
+			u.retire(s)
+		}
+		// Dialling UDP sends nothing: it binds a port and sets the
+		// peer, so holding the lock over it costs no round trip.
+		nc, err := u.dialer.DialContext(ctx, "udp", u.addr)
+		if err != nil {
+			return nil, 0, ioError(ctx, "dialing", u.label, err)
+		}
+		u.dials.Add(1)
+		s = &udpSock{conn: nc, ids: make(map[uint16]*udpWait)}
+		u.cur = s
+		u.socks[s] = struct{}{}
+		u.readers.Add(1)
+		go u.read(s)
+	}
+	for {
+		id := uint16(rand.Uint32())
+		if _, used := s.ids[id]; !used {
+			s.ids[id] = w
+			s.live++
+			return s, id, nil
+		}
+	}
+}
+
+// unregister ends w's exchange on s: its ID stays known, with no one
+// waiting, so that a late answer is dropped; a retired socket whose last
+// exchange this was is closed.
+func (u *UDP) unregister(s *udpSock, id uint16, w *udpWait) {
+	u.mu.Lock()
+	s.ids[id] = nil
+	s.live--
+	closing := s.retired && s.live == 0
+	if closing {
+		delete(u.socks, s)
+	}
+	u.mu.Unlock()
+	if closing {
+		_ = s.conn.Close() // its reader ends
+	}
+	u.putWait(w)
+}
+
+// retire takes s out of service: no new exchange registers on it, and it
+// is closed when its last one ends. The caller holds u.mu.
+func (u *UDP) retire(s *udpSock) {
+	s.retired = true
+	if u.cur == s {
+		u.cur = nil
+	}
+	if s.live == 0 {
+		delete(u.socks, s)
+		_ = s.conn.Close()
+	}
+}
+
+// read is s's reader: it hands each datagram to the exchange whose ID it
+// carries, until s is closed.
+func (u *UDP) read(s *udpSock) {
+	defer u.readers.Done()
+	buf := getBuf(maxMsgLen)
+	defer putBuf(buf)
+	for {
+		n, err := s.conn.Read(buf)
+		if errors.Is(err, net.ErrClosed) {
+			u.fail(s, err, false)
+			return
 		}
 		if err != nil {
-			return Answer{}, fmt.Errorf("reading from %s: %w", u.label, err)
+			// An ICMP error (a closed port: ECONNREFUSED) concerns
+			// every exchange on the socket: they all went there. The
+			// socket is retired, so that whatever went wrong with it
+			// ends with it: it closes when they have all returned.
+			u.fail(s, err, true)
+			continue
 		}
-		clean = true
-		return Answer{Msg: r}, nil
-	}
-}
-
-// conn takes a socket from the free list or opens one.
-func (u *UDP) conn(ctx context.Context) (*udpConn, error) {
-	u.mu.Lock()
-	if n := len(u.idle); n > 0 {
-		c := u.idle[n-1]
-		u.idle[n-1] = nil
-		u.idle = u.idle[:n-1]
+		if n < 2 {
+			continue // no ID: nobody's
+		}
+		id := binary.BigEndian.Uint16(buf)
+		u.mu.Lock()
+		w, known := s.ids[id]
+		switch {
+		case w != nil && w.n == 0 && w.err == nil:
+			w.n = copy(w.buf[:cap(w.buf)], buf[:n])
+			w.ready <- struct{}{}
+		case !known:
+			u.failLocked(s, fmt.Errorf("%w: an answer with ID %d, which no query on the socket had", ErrIDMismatch, id), true)
+		}
 		u.mu.Unlock()
-		return c, nil
 	}
-	u.mu.Unlock()
-
-	nc, err := u.dialer.DialContext(ctx, "udp", u.addr)
-	if err != nil {
-		return nil, ioError(ctx, "dialing", u.label, err)
-	}
-	u.dials.Add(1)
-	return &udpConn{Conn: nc}, nil
 }
 
-// put returns a clean socket to the free list, or closes it when the list
-// is full or the transport closed.
-func (u *UDP) put(c *udpConn) {
+// fail delivers err to every exchange waiting on s; with retire, s takes
+// no more.
+func (u *UDP) fail(s *udpSock, err error, retire bool) {
 	u.mu.Lock()
-	if !u.closed && len(u.idle) < u.maxIdle {
-		u.idle = append(u.idle, c)
-		c = nil
-	}
+	u.failLocked(s, err, retire)
 	u.mu.Unlock()
-	if c != nil {
-		_ = c.Close()
+}
+
+func (u *UDP) failLocked(s *udpSock, err error, retire bool) {
+	for _, w := range s.ids {
+		if w != nil && w.n == 0 && w.err == nil {
+			w.err = err
+			w.ready <- struct{}{}
+		}
+	}
+	if retire && !s.retired {
+		u.retire(s)
 	}
 }
 
-// Close closes the idle sockets and the TCP fallback's idle connections.
-// Exchanges in flight finish (their contexts bound them) and close their
-// sockets instead of keeping them; later exchanges still work but keep no
-// socket. Close starts nothing and leaves nothing running.
+// getWait returns a registration for an exchange reading into buf.
+func (u *UDP) getWait(buf []byte) *udpWait {
+	w, ok := u.waits.Get().(*udpWait)
+	if !ok {
+		w = &udpWait{ready: make(chan struct{}, 1)}
+	}
+	w.buf = buf
+	return w
+}
+
+// putWait keeps w for another exchange; nothing refers to it any more.
+func (u *UDP) putWait(w *udpWait) {
+	select {
+	case <-w.ready:
+	default:
+	}
+	w.buf, w.n, w.err = nil, 0, nil
+	u.waits.Put(w)
+}
+
+// timer returns a timer of the transport's that fires after d.
+func (u *UDP) timer(d time.Duration) *time.Timer {
+	if t, ok := u.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for another exchange.
+func (u *UDP) putTimer(t *time.Timer) {
+	t.Stop()
+	u.timers.Put(t)
+}
+
+// Close closes the sockets, which fails the exchanges waiting on them with
+// net.ErrClosed, waits for their readers to end, and closes the TCP
+// fallback's idle connections. Exchanges after Close fail.
 func (u *UDP) Close() error {
 	u.mu.Lock()
-	idle := u.idle
-	u.idle = nil
 	u.closed = true
+	u.cur = nil
+	socks := u.socks
+	u.socks = make(map[*udpSock]struct{})
 	u.mu.Unlock()
 
-	// Close sockets after releasing the lock.
-	for _, c := range idle {
-		_ = c.Close()
+	for s := range socks {
+		_ = s.conn.Close()
 	}
+	u.readers.Wait()
 	return u.tcp.Close()
 }

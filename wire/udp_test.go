@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -111,9 +113,10 @@ func TestUDPReusesCleanSockets(t *testing.T) {
 	}
 }
 
-// A socket whose exchange expired is closed, not reused: the late answer
-// to the old query cannot reach the next exchange.
-func TestUDPExpiredSocketIsNotReused(t *testing.T) {
+// An answer that comes after its exchange expired is recognised as late
+// and dropped: it cannot pass for the next exchange's answer, and the
+// socket that carried both stays in service.
+func TestUDPLateAnswerIsDropped(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	lateSent := make(chan struct{})
@@ -134,9 +137,50 @@ func TestUDPExpiredSocketIsNotReused(t *testing.T) {
 	close(release)
 	<-lateSent
 
-	mustAnswer(t, u, query("fast.example"))
+	r := mustAnswer(t, u, query("fast.example"))
+	if r.Question[0].Name != "fast.example." {
+		t.Errorf("answer for %s, want fast.example.", r.Question[0].Name)
+	}
+	if got := u.dials.Load(); got != 1 {
+		t.Errorf("opened %d sockets, want 1: a late answer is no reason to leave one", got)
+	}
+}
+
+// After udpSocketIDs exchanges a socket is retired for one on a new port,
+// and closed.
+func TestUDPRotatesSockets(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, wiretest.Answer())
+	u := newTestUDP(t, srv.Addr)
+
+	for i := range udpSocketIDs + 1 {
+		mustAnswer(t, u, query(fmt.Sprintf("q%d.example", i)))
+	}
 	if got := u.dials.Load(); got != 2 {
-		t.Errorf("opened %d sockets, want 2: the expired one must not be reused", got)
+		t.Errorf("%d exchanges opened %d sockets, want 2", udpSocketIDs+1, got)
+	}
+	u.mu.Lock()
+	open := len(u.socks)
+	u.mu.Unlock()
+	if open != 1 {
+		t.Errorf("%d sockets open, want 1: the retired one closes with its last exchange", open)
+	}
+}
+
+// An answer with an ID the socket never sent is a lie: it fails the
+// exchange waiting, and the socket is retired.
+func TestUDPUnknownIDFailsTheSocket(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, wiretest.WrongID)
+	u := newTestUDP(t, srv.Addr)
+
+	_, err := u.Exchange(ctxWithin(t, answerTimeout), query("lie.example"))
+	if !errors.Is(err, ErrIDMismatch) {
+		t.Fatalf("exchange with a lying upstream: %v, want ErrIDMismatch", err)
+	}
+	_, _ = u.Exchange(ctxWithin(t, answerTimeout), query("lie2.example"))
+	if got := u.dials.Load(); got != 2 {
+		t.Errorf("opened %d sockets, want 2: the lied-to one is retired", got)
 	}
 }
 
@@ -192,29 +236,45 @@ func TestUDPConcurrentExchangesGetTheirOwnAnswers(t *testing.T) {
 	if got := srv.UDPQueries(); got != n {
 		t.Errorf("server saw %d queries, want %d", got, n)
 	}
-	if idle := len(u.idle); idle > DefaultMaxIdle {
-		t.Errorf("%d idle sockets kept, want at most %d", idle, DefaultMaxIdle)
+	if got := u.dials.Load(); got != 1 {
+		t.Errorf("%d concurrent exchanges opened %d sockets, want 1 shared", n, got)
 	}
 }
 
-func TestUDPCloseReleasesIdleSockets(t *testing.T) {
+func TestUDPCloseStopsItsSockets(t *testing.T) {
 	t.Parallel()
 	srv := wiretest.NewServer(t, wiretest.Answer())
 	u := NewUDP(srv.Addr)
 
 	mustAnswer(t, u, query("a.example"))
-	if got := len(u.idle); got != 1 {
-		t.Fatalf("%d idle sockets after one exchange, want 1", got)
-	}
 	if err := u.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(u.idle); got != 0 {
-		t.Errorf("%d idle sockets after Close, want 0", got)
+	u.mu.Lock()
+	open := len(u.socks)
+	u.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d sockets open after Close, want 0", open)
 	}
-	mustAnswer(t, u, query("b.example")) // still works, keeps nothing
-	if got := len(u.idle); got != 0 {
-		t.Errorf("%d idle sockets kept after Close, want 0", got)
+	// The reader is gone (goleak checks at the end); later exchanges fail.
+	if _, err := u.Exchange(ctxWithin(t, answerTimeout), query("b.example")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("exchange after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// A Close while an exchange waits fails it at once.
+func TestUDPCloseFailsWaitingExchanges(t *testing.T) {
+	t.Parallel()
+	received := make(chan string, 1)
+	srv := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
+	u := NewUDP(srv.Addr)
+	go func() {
+		<-received
+		_ = u.Close()
+	}()
+	_, err := u.Exchange(ctxWithin(t, time.Hour), query("stall.example"))
+	if !errors.Is(err, net.ErrClosed) {
+		t.Errorf("exchange when Close came: %v, want net.ErrClosed", err)
 	}
 }
 
@@ -236,10 +296,4 @@ func TestUDPShortDatagramIsMalformed(t *testing.T) {
 	if tcp := srv.TCPQueries(); tcp != 0 {
 		t.Errorf("server saw %d TCP queries, want 0", tcp)
 	}
-}
-
-// BenchmarkUDPExchange compares reusing sockets (the default) with a fresh one
-// per exchange (WithMaxIdle(0)), which is what reuse has to beat.
-func BenchmarkUDPExchange(b *testing.B) {
-	benchmarkReuse(b, func(tb testing.TB, addr string, opts ...Option) Exchanger { return newTestUDP(tb, addr, opts...) })
 }
