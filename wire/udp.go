@@ -163,7 +163,8 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool)
 	}
 
 	if _, lazy := ctx.(LazyContext); lazy {
-		t := u.timer(time.Until(nextPoll(ctx, time.Now())))
+		now := time.Now()
+		t := u.timer(nextPoll(ctx, now).Sub(now))
 		defer u.putTimer(t)
 		for {
 			select {
@@ -173,7 +174,8 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool)
 				if err := ctx.Err(); err != nil {
 					return Answer{}, fmt.Errorf("reading from %s: %w", u.label, err)
 				}
-				t.Reset(time.Until(nextPoll(ctx, time.Now())))
+				now := time.Now()
+				t.Reset(nextPoll(ctx, now).Sub(now))
 			}
 		}
 	}
