@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nxdnsd/nxdnsd/internal/timerpool"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -59,7 +60,9 @@ type Pool struct {
 	queued          atomic.Uint64 // blocking slot waits entered, however they ended
 	queuedNanos     atomic.Int64  // time spent in those waits
 
-	timers sync.Pool // *time.Timer, stopped, for blocking waits
+	// timers serve blocking waits: under a burst most queries wait, and a
+	// fresh timer each was most of a queued query's garbage.
+	timers timerpool.Pool
 
 	closeOnce sync.Once
 }

@@ -30,33 +30,13 @@ func (d *dispatch) wait(mask uint64) (int, error) {
 		p.queuedNanos.Add(int64(w))
 	}()
 
-	timer := p.timer(remaining)
-	defer p.putTimer(timer)
+	timer := p.timers.Get(remaining)
+	defer p.timers.Put(timer)
 
 	if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
 		return d.waitFixed(mask, timer.C)
 	}
 	return d.waitReflect(mask, timer.C)
-}
-
-// timer returns a timer of the pool's that fires after d. Waits reuse
-// timers: under a burst most queries wait, and a fresh timer each was most
-// of a queued query's garbage. (Since Go 1.23, Stop and Reset leave no stale
-// tick in the channel, which is what makes the reuse safe.) The pool's own
-// sync.Pool keeps timers of one pool together, so tests under
-// testing/synctest never see a timer made outside their bubble.
-func (p *Pool) timer(d time.Duration) *time.Timer {
-	if t, ok := p.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and keeps it for the next wait.
-func (p *Pool) putTimer(t *time.Timer) {
-	t.Stop()
-	p.timers.Put(t)
 }
 
 // fixedWait holds up to four slot channels for one select statement; an

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/internal/timerpool"
 )
 
 // UDP exchanges queries with one upstream over UDP, the "udp://IP:PORT"
@@ -36,9 +38,9 @@ type UDP struct {
 	tcp    *TCP   // the truncation fallback to the same address; always non-nil
 	dialer net.Dialer
 
-	dials  atomic.Uint64 // sockets opened, so tests can prove reuse
-	timers sync.Pool     // *time.Timer, stopped: cancellation polls
-	waits  sync.Pool     // *udpWait
+	dials  atomic.Uint64  // sockets opened, so tests can prove reuse
+	timers timerpool.Pool // cancellation polls
+	waits  sync.Pool      // *udpWait
 
 	readers sync.WaitGroup // one per socket
 
@@ -164,8 +166,8 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool)
 
 	if _, lazy := ctx.(LazyContext); lazy {
 		now := time.Now()
-		t := u.timer(nextPoll(ctx, now).Sub(now))
-		defer u.putTimer(t)
+		t := u.timers.Get(nextPoll(ctx, now).Sub(now))
+		defer u.timers.Put(t)
 		for {
 			select {
 			case <-w.ready:
@@ -355,21 +357,6 @@ func (u *UDP) putWait(w *udpWait) {
 	}
 	w.buf, w.n, w.err = nil, 0, nil
 	u.waits.Put(w)
-}
-
-// timer returns a timer of the transport's that fires after d.
-func (u *UDP) timer(d time.Duration) *time.Timer {
-	if t, ok := u.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and keeps it for another exchange.
-func (u *UDP) putTimer(t *time.Timer) {
-	t.Stop()
-	u.timers.Put(t)
 }
 
 // Close closes the sockets, which fails the exchanges waiting on them with
