@@ -23,13 +23,14 @@ import (
 // Exchanges share one connected socket, read by one goroutine of the
 // transport's, which hands each datagram to the exchange whose wire ID it
 // carries: no socket per query, no wakeup of the poller per answer. Every
-// wire ID is used once per socket, and the socket remembers each ID it has
-// used, so an answer that comes after its exchange ended (late, or sent
-// twice) is recognised and dropped; an answer with an ID the socket never
-// sent is a lie, which fails every exchange waiting on the socket with
-// ErrIDMismatch and retires it. After udpSocketIDs exchanges a socket is
-// retired for a new one, on a new random source port, and closed once its
-// last exchange ends.
+// wire ID is used once per socket. A datagram whose ID no exchange is
+// waiting for (a late answer, one sent twice, one with an ID never sent) is
+// dropped: on a shared socket it is evidence against no exchange, and
+// failing the exchanges in flight on it would hand anyone who can spoof
+// one datagram to the socket's port a way to make the upstream look down.
+// An upstream that answers with wrong IDs only lets its exchanges expire.
+// After udpSocketIDs exchanges a socket is retired for a new one, on a new
+// random source port, and closed once its last exchange ends.
 //
 // A UDP is safe for concurrent use.
 type UDP struct {
@@ -56,15 +57,14 @@ var (
 )
 
 // udpSocketIDs is how many exchanges one socket carries before it is
-// retired: a bound on the IDs it must remember, and how often the source
-// port changes (an off-path spoofer has to match the port as well as the
-// ID).
+// retired: a bound on the IDs it has used, and how often the source port
+// changes (an off-path spoofer has to match the port as well as the ID).
 const udpSocketIDs = 4096
 
 // udpSock is one connected socket of a UDP transport.
 type udpSock struct {
 	conn    net.Conn
-	ids     map[uint16]*udpWait // every ID used on it: the exchange waiting, or nil once it ended
+	ids     map[uint16]*udpWait // every ID used on it: the exchange waiting, or nil once it ended (never reused)
 	live    int                 // exchanges waiting
 	retired bool                // takes no new exchange; closed when live is 0
 }
@@ -251,9 +251,9 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 	}
 }
 
-// unregister ends w's exchange on s: its ID stays known, with no one
-// waiting, so that a late answer is dropped; a retired socket whose last
-// exchange this was is closed.
+// unregister ends w's exchange on s: its ID stays used, with no one
+// waiting, so that a late answer is dropped and the ID never comes back on
+// this socket; a retired socket whose last exchange this was is closed.
 func (u *UDP) unregister(s *udpSock, id uint16, w *udpWait) {
 	u.mu.Lock()
 	s.ids[id] = nil
@@ -307,13 +307,10 @@ func (u *UDP) read(s *udpSock) {
 		}
 		id := binary.BigEndian.Uint16(buf)
 		u.mu.Lock()
-		w, known := s.ids[id]
-		switch {
-		case w != nil && w.n == 0 && w.err == nil:
+		w := s.ids[id]
+		if w != nil && w.n == 0 && w.err == nil {
 			w.n = copy(w.buf[:cap(w.buf)], buf[:n])
 			w.ready <- struct{}{}
-		case !known:
-			u.failLocked(s, fmt.Errorf("%w: an answer with ID %d, which no query on the socket had", ErrIDMismatch, id), true)
 		}
 		u.mu.Unlock()
 	}
