@@ -14,9 +14,10 @@ import (
 //
 // Exchange resolves q within ctx and reports what happened, appending the
 // attempts to trail. q is the client's query trimmed for upstreams (see
-// wire.Exchanger: it is never modified). The query path takes ownership of
-// the returned Result.Msg and modifies it; the pool must not keep it, nor
-// trail, after returning.
+// wire.Exchanger: it is never modified), valid only during the call: the
+// query path reuses its memory for the next query. The query path takes
+// ownership of the returned Result.Msg and modifies it; the pool must not
+// keep it, nor trail, after returning.
 type Pool interface {
 	Exchange(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result
 }
@@ -66,9 +67,9 @@ func (h *Handler) fromPool(ctx context.Context, r *request, e *Entry, s *scratch
 const minAnswerBuf = 4096
 
 // wireQuery packs r for the byte path into s, the answer to be read into
-// buf (or into a buffer of its own when buf is too small for the client's
-// UDP size). It returns nil when the pool has no byte path or the query
-// does not pack into s.
+// buf, or into a buffer of its own when buf holds less than the client's
+// UDP size or minAnswerBuf. It returns nil when the pool has no byte path
+// or the query does not pack into s.
 func (h *Handler) wireQuery(r *request, s *scratch, buf []byte) *wire.WireQuery {
 	if h.wire == nil {
 		return nil

@@ -22,13 +22,15 @@ const (
 	bitCD     = 1 << 4
 )
 
-// request is one client query as the query path works on it.
+// request is one client query as the query path works on it. It lives in
+// Serve's pooled scratch and is reused for another query once Serve
+// returns: a zone client or the pool may read msg only during the call it
+// was passed to (every transport packs it before it returns).
 //
-// Once msg is handed to a zone or the pool it is theirs to read, possibly
-// from other goroutines for a while (a transport still packing it, which
-// also rewrites the OPT's extended rcode bits). So the query path keeps the
-// client's EDNS in the copies below, and afterwards only reads the question,
-// which nobody writes.
+// While msg is handed to a zone or the pool it is theirs to read (a
+// transport packing it also rewrites the OPT's extended rcode bits). So the
+// query path keeps the client's EDNS in the copies below, and afterwards
+// only reads the question, which nobody writes.
 type request struct {
 	id     uint16
 	opcode int

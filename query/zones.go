@@ -26,7 +26,8 @@ type Zone struct {
 	// Client exchanges with the resolver. It bounds each exchange itself
 	// (read_timeout_ms); its expiry errors mean a timeout of that resolver.
 	// The answers it returns become the query path's, which modifies them
-	// (ID, question, OPT size) before packing.
+	// (ID, question, OPT size) before packing. The query it is given is
+	// valid only during the call.
 	Client wire.Exchanger
 }
 
