@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // The fuzz targets of the query path. Their seed corpora are the f.Add
@@ -323,6 +325,99 @@ func FuzzParseCommon(f *testing.F) {
 		b, errB := general.msg.Pack()
 		if errA != nil || errB != nil || string(a) != string(b) {
 			t.Fatalf("trimmed messages differ:\ncommon  %v (%x, %v)\ngeneral %v (%x, %v)", &common.msg, a, errA, &general.msg, b, errB)
+		}
+	})
+}
+
+// bytesPool is a WirePool that answers with fixed upstream bytes as the
+// UDP transport would hand them on: read into the query's buffer (cut at
+// its capacity), with the query's wire ID; as bytes when LayoutAnswer
+// vouches for them, else parsed as decodeReply parses them, else failed
+// as a malformed answer is.
+type bytesPool struct {
+	upstream []byte
+	raw      bool // the last answer went as bytes
+}
+
+func (p *bytesPool) Exchange(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
+	panic("bytesPool: the byte path only")
+}
+
+func (p *bytesPool) ExchangeWire(_ context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result {
+	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], p.upstream)]
+	if len(b) >= 2 {
+		copy(b, q.Packed[:2])
+	}
+	id := binary.BigEndian.Uint16(q.Packed)
+	if l, ok := wire.LayoutAnswer(q.Packed, b, id); ok && b[2]&0x02 == 0 {
+		p.raw = true
+		return actors.Result{Raw: b, Layout: l, Upstream: 0, Attempts: trail}
+	}
+	m := new(dns.Msg)
+	if err := m.Unpack(b); err != nil || !m.Response || m.Rcode == dns.RcodeRefused || len(m.Question) != 1 ||
+		!strings.EqualFold(m.Question[0].Name, q.Msg.Question[0].Name) ||
+		m.Question[0].Qtype != q.Msg.Question[0].Qtype || m.Question[0].Qclass != q.Msg.Question[0].Qclass {
+		return actors.Result{Err: actors.ErrAllFailed, Upstream: 0, Attempts: trail}
+	}
+	m.Id = q.Msg.Id
+	return actors.Result{Msg: m, Upstream: 0, Attempts: trail}
+}
+
+// FuzzUpstreamBytes is FuzzUpstreamAnswer on the byte path: whatever bytes
+// an upstream sends, the client gets an answer that parses, with its own ID
+// and question, that fits its UDP size; an answer forwarded as bytes keeps
+// the upstream's rcode and, unless truncated, its records.
+func FuzzUpstreamBytes(f *testing.F) {
+	for _, m := range fuzzUpstreamSeeds(f) {
+		b, err := m.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint16(0), false, false)
+		f.Add(b, uint16(1232), true, false)
+		f.Add(b, uint16(4096), false, true)
+	}
+	f.Add([]byte("not dns at all"), uint16(512), false, false)
+
+	f.Fuzz(func(t *testing.T, upstream []byte, size uint16, do, tcp bool) {
+		pool := &bytesPool{upstream: upstream}
+		h, err := NewHandler(HandlerConfig{Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := newQuery("www.example.org.", dns.TypeA)
+		if size != 0 || do {
+			q.SetEdns0(size, do)
+		}
+		raw, err := q.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		proto := ProtoUDP
+		if tcp {
+			proto = "tcp"
+		}
+		out := h.ServeInto(context.Background(), raw, proto, testClient, make([]byte, 0, 4096))
+		if out == nil {
+			t.Fatal("Serve dropped a well-formed query")
+		}
+		checkFuzzAnswer(t, raw, proto, out, false)
+		if !pool.raw {
+			return
+		}
+		from := new(dns.Msg)
+		if err := from.Unpack(upstream); err != nil {
+			t.Fatalf("LayoutAnswer vouched for bytes miekg/dns cannot parse: %v", err)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(out); err != nil {
+			t.Fatal(err) // checkFuzzAnswer has said so already
+		}
+		if m.Rcode&0xF != from.Rcode&0xF {
+			t.Fatalf("rcode %d, want the upstream's %d", m.Rcode, from.Rcode)
+		}
+		if !m.Truncated && len(m.Answer) != len(from.Answer) {
+			t.Fatalf("untruncated answer with %d records, the upstream sent %d", len(m.Answer), len(from.Answer))
 		}
 	})
 }
