@@ -12,8 +12,8 @@ import (
 // context.WithDeadline would do, but it arms a timer and registers with the
 // parent on every attempt: four allocations, and a lock that every query's
 // attempt shares with every other (the listener's context is one parent for
-// all). A transport that bounds its I/O with the deadline itself, as the UDP
-// transport does with socket deadlines (see wire.LazyContext), needs
+// all). A transport that bounds its wait with the deadline itself, as the
+// UDP transport does with a pooled timer (see wire.LazyContext), needs
 // neither. So attemptCtx arms the timer and the parent watch only when Done
 // is first called; until then Err reads the clock and the parent.
 //

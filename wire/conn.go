@@ -65,11 +65,12 @@ func watch(ctx context.Context, c net.Conn) (stop func() bool) {
 }
 
 // LazyContext is a context that arms nothing until Done is first called:
-// the pool's attempt contexts. A transport that bounds its I/O by the
-// socket deadline can then leave Done alone and notice cancellation by
-// polling Err every cancelPoll (see udpConn.arm), so that an attempt costs no timer
-// and no registration with the query's context, which all queries share.
-// The deadline is kept exactly; cancellation is noticed within cancelPoll.
+// the pool's attempt contexts. A transport can then leave Done alone, wait
+// with a timer of its own until the deadline, and notice cancellation by
+// polling Err every cancelPoll (see UDP.send), so that an attempt costs no
+// timer of the context's and no registration with the query's context,
+// which all queries share. The deadline is kept exactly; cancellation is
+// noticed within cancelPoll.
 type LazyContext interface {
 	context.Context
 	Lazy()
@@ -80,7 +81,8 @@ type LazyContext interface {
 // cancellation (a shutdown that ran out of time) only needs noticing soon.
 const cancelPoll = 100 * time.Millisecond
 
-// nextPoll is the socket deadline for ctx at now: its own, or a poll.
+// nextPoll is when a wait under ctx that began at now next wakes: ctx's
+// deadline, or the next cancellation poll when that comes first.
 func nextPoll(ctx context.Context, now time.Time) time.Time {
 	poll := now.Add(cancelPoll)
 	if d, ok := ctx.Deadline(); ok && d.Before(poll) {
@@ -106,6 +108,3 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-
-// stopNothing is watch's stop for an exchange that registered nothing.
-func stopNothing() bool { return true }
