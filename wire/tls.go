@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -61,7 +62,10 @@ type TLS struct {
 	closed bool                  // Close was called: no connection is kept
 }
 
-var _ Transport = (*TLS)(nil)
+var (
+	_ Transport    = (*TLS)(nil)
+	_ RawExchanger = (*TLS)(nil)
+)
 
 // NewTLS returns a DoT transport to the server at hostport (HOST:PORT, an
 // IPv6 HOST in brackets). HOST is the name its certificate must carry;
@@ -113,18 +117,66 @@ func (t *TLS) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Each stale connection met costs one retry, and each one met is gone:
-	// maxConns retries cover every connection having been closed at once.
+	raw, id, err := t.roundTrip(ctx, frame)
+	if err != nil {
+		return nil, err
+	}
+	r, err := decodeReply(m, id, raw)
+	if err != nil {
+		return nil, fmt.Errorf("reading from %s: %w", t.label, err)
+	}
+	return r, nil
+}
+
+// ExchangeRaw is Exchange on the byte path: q.Packed goes out in a frame
+// with a wire ID of the connection's, and an answer whose bytes
+// LayoutAnswer vouches for, and that fits q.Buf, comes back there as it
+// was read. Any other answer is parsed as Exchange parses it and returned
+// as Msg.
+func (t *TLS) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
+	if err := ctx.Err(); err != nil {
+		return Answer{}, fmt.Errorf("exchanging with %s: %w", t.label, err)
+	}
+	if len(q.Packed) < headerLen || len(q.Packed) > maxMsgLen {
+		r, err := t.Exchange(ctx, q.Msg)
+		return Answer{Msg: r}, err
+	}
+	buf := getBuf(2 + len(q.Packed))
+	defer putBuf(buf)
+	frame := buf[:2+copy(buf[2:], q.Packed)]
+	binary.BigEndian.PutUint16(frame, uint16(len(q.Packed)))
+
+	raw, id, err := t.roundTrip(ctx, frame)
+	if err != nil {
+		return Answer{}, err
+	}
+	if len(raw) <= cap(q.Buf) {
+		if l, ok := LayoutAnswer(frame[2:], raw, id); ok {
+			return Answer{Raw: q.Buf[:copy(q.Buf[:cap(q.Buf)], raw)], Layout: l}, nil
+		}
+	}
+	r, err := decodeReply(q.Msg, id, raw)
+	if err != nil {
+		return Answer{}, fmt.Errorf("reading from %s: %w", t.label, err)
+	}
+	return Answer{Msg: r}, nil
+}
+
+// roundTrip sends frame (a query behind its length, the wire ID to be set)
+// on a connection and returns the answer's bytes and the ID they must
+// carry. Each stale connection met costs one retry, and each one met is
+// gone: maxConns retries cover every connection having been closed at once.
+func (t *TLS) roundTrip(ctx context.Context, frame []byte) (raw []byte, id uint16, err error) {
 	for tries := 0; ; tries++ {
 		c, reused, err := t.acquire(ctx)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		r, stale, err := c.exchange(ctx, m, frame)
+		raw, id, stale, err := c.exchange(ctx, frame)
 		if err != nil && stale && reused && tries < t.maxConns && ctx.Err() == nil {
 			continue
 		}
-		return r, err
+		return raw, id, err
 	}
 }
 

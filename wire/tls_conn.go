@@ -64,11 +64,13 @@ func newDotConn(t *TLS) *dotConn {
 	}
 }
 
-// exchange sends frame (m packed behind its length, the ID to be set) on c,
-// which the caller holds, waits for the answer and releases c. stale reports
-// that the connection failed before any byte of an answer arrived, which
-// earns a connection that was up before the exchange a redial.
-func (c *dotConn) exchange(ctx context.Context, m *dns.Msg, frame []byte) (r *dns.Msg, stale bool, err error) {
+// exchange sends frame (a query packed behind its length, the ID to be
+// set) on c, which the caller holds, waits for the answer and releases c.
+// It returns the answer's bytes as they came, with the wire ID they must
+// carry, for the caller to decode. stale reports that the connection failed
+// before any byte of an answer arrived, which earns a connection that was
+// up before the exchange a redial.
+func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id uint16, stale bool, err error) {
 	t := c.t
 	ch := make(chan dotReply, 1) // the reader never blocks on an exchange
 	t.mu.Lock()
@@ -76,9 +78,9 @@ func (c *dotConn) exchange(ctx context.Context, m *dns.Msg, frame []byte) (r *dn
 		f := c.failure
 		t.mu.Unlock()
 		t.release(c, false)
-		return nil, f.stale, f.err
+		return nil, 0, f.stale, f.err
 	}
-	id := c.newIDLocked()
+	id = c.newIDLocked()
 	c.waiters[id] = ch
 	t.mu.Unlock()
 
@@ -93,20 +95,16 @@ func (c *dotConn) exchange(ctx context.Context, m *dns.Msg, frame []byte) (r *dn
 			_ = c.conn.Close()
 		}
 		t.release(c, sent || errors.Is(err, context.DeadlineExceeded))
-		return nil, isStale(err) || errors.Is(err, net.ErrClosed), ioError(ctx, "writing to", t.label, err)
+		return nil, 0, isStale(err) || errors.Is(err, net.ErrClosed), ioError(ctx, "writing to", t.label, err)
 	}
 
 	select {
 	case rep := <-ch:
 		t.release(c, false)
 		if rep.err != nil {
-			return nil, rep.stale, rep.err
+			return nil, 0, rep.stale, rep.err
 		}
-		r, err := decodeReply(m, id, rep.raw)
-		if err != nil {
-			return nil, false, fmt.Errorf("reading from %s: %w", t.label, err)
-		}
-		return r, false, nil
+		return rep.raw, id, false, nil
 	case <-ctx.Done():
 		t.mu.Lock()
 		if w, ok := c.waiters[id]; ok && w == ch {
@@ -118,7 +116,7 @@ func (c *dotConn) exchange(ctx context.Context, m *dns.Msg, frame []byte) (r *dn
 		retire := errors.Is(ctx.Err(), context.DeadlineExceeded) || c.abandoned > maxAbandoned
 		t.mu.Unlock()
 		t.release(c, retire)
-		return nil, false, fmt.Errorf("reading from %s: %w", t.label, ctx.Err())
+		return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, ctx.Err())
 	}
 }
 

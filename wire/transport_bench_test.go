@@ -75,3 +75,43 @@ func benchExchange(b *testing.B, tr Exchanger) {
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "queries/s")
 	})
 }
+
+// BenchmarkExchangeRaw is the byte path of the transports that have one,
+// 8×GOMAXPROCS queries in flight, side by side with their Exchange.
+func BenchmarkExchangeRaw(b *testing.B) {
+	for _, tr := range rawTransports {
+		x := tr.new(b, wiretest.Answer())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := x.Exchange(ctx, query("warm.example")); err != nil {
+			b.Fatal(err)
+		}
+		for _, raw := range []bool{false, true} {
+			name := tr.name + "/msg"
+			if raw {
+				name = tr.name + "/raw"
+			}
+			b.Run(name, func(b *testing.B) {
+				var n atomic.Int64
+				b.SetParallelism(parallelism)
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					q := query(fmt.Sprintf("bench%d.example", n.Add(1)))
+					wq := wireQuery(b, q, 4096)
+					for pb.Next() {
+						var err error
+						if raw {
+							_, err = x.ExchangeRaw(ctx, wq)
+						} else {
+							_, err = x.Exchange(ctx, q)
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+		cancel()
+	}
+}

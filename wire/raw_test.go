@@ -1,0 +1,195 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire/wiretest"
+)
+
+// wireQuery packs q for ExchangeRaw with an answer buffer of bufLen bytes.
+func wireQuery(tb testing.TB, q *dns.Msg, bufLen int) *WireQuery {
+	tb.Helper()
+	packed, err := q.Pack()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &WireQuery{Msg: q, Packed: packed, Buf: make([]byte, 0, bufLen)}
+}
+
+// lazyCtx is a LazyContext that counts the calls to Done, so a test can
+// prove that a transport left it alone.
+type lazyCtx struct {
+	context.Context
+	doneCalls atomic.Int32
+}
+
+func (*lazyCtx) Lazy() {}
+
+func (c *lazyCtx) Done() <-chan struct{} {
+	c.doneCalls.Add(1)
+	return c.Context.Done()
+}
+
+// rawTransports are the transports with a byte path, each made against a
+// fake running h.
+var rawTransports = []struct {
+	name string
+	new  func(tb testing.TB, h wiretest.Handler) RawExchanger
+}{
+	{"udp", func(tb testing.TB, h wiretest.Handler) RawExchanger {
+		return newTestUDP(tb, wiretest.NewServer(tb, h).Addr)
+	}},
+	{"tls", func(tb testing.TB, h wiretest.Handler) RawExchanger {
+		_, tr := newDoT(tb, h)
+		return tr
+	}},
+}
+
+func TestExchangeRawHandsOverTheBytes(t *testing.T) {
+	t.Parallel()
+	for _, tr := range rawTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			x := tr.new(t, wiretest.Answer())
+			mustAnswer(t, x, query("warm.example")) // dialling asks for Done; reusing does not
+			q := query("Example.COM")
+			wq := wireQuery(t, q, 4096)
+
+			ctx := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
+			a, err := x.ExchangeRaw(ctx, wq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Msg != nil || a.Raw == nil {
+				t.Fatalf("answer Msg=%v Raw=%d bytes, want the bytes", a.Msg, len(a.Raw))
+			}
+			if &a.Raw[0] != &wq.Buf[:1][0] {
+				t.Errorf("the answer is not in the query's buffer")
+			}
+			r := new(dns.Msg)
+			if err := r.Unpack(a.Raw); err != nil {
+				t.Fatalf("the bytes do not parse: %v", err)
+			}
+			if len(r.Question) != 1 || r.Question[0].Name != "Example.COM." || len(r.Answer) != 1 ||
+				(a.Layout.OPT >= 0) != (r.IsEdns0() != nil) {
+				t.Errorf("answer %v with OPT at %d, want one A record for Example.COM. and the OPT located if any", r, a.Layout.OPT)
+			}
+			if tr.name == "udp" && ctx.doneCalls.Load() != 0 {
+				t.Errorf("the exchange called Done %d times on a LazyContext, want 0", ctx.doneCalls.Load())
+			}
+		})
+	}
+}
+
+func TestExchangeRawParsesWhatItCannotVouchFor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		handler wiretest.Handler
+		bufLen  int
+		check   func(*dns.Msg) bool
+		udpOnly bool // over TLS (a stream, no UDP size) the bytes go as they are
+	}{
+		{"truncated: retried over TCP", wiretest.Truncating(100), 4096,
+			func(r *dns.Msg) bool { return !r.Truncated && len(r.Answer) == 100 }, true},
+		{"a record type the layout does not know", wiretest.Answer(&dns.CAA{
+			Hdr: dns.RR_Header{Name: "example.com.", Rrtype: dns.TypeCAA, Class: dns.ClassINET, Ttl: 60},
+			Tag: "issue", Value: "ca.example",
+		}), 4096, func(r *dns.Msg) bool { return len(r.Answer) == 1 && r.Answer[0].Header().Rrtype == dns.TypeCAA }, false},
+		{"a buffer smaller than the query's UDP size", wiretest.Answer(), 100,
+			func(r *dns.Msg) bool { return len(r.Answer) == 1 }, true},
+		{"an answer larger than the buffer", wiretest.Answer(wiretest.A("example.com.", 0), wiretest.A("example.com.", 1)), 0,
+			func(r *dns.Msg) bool { return len(r.Answer) == 2 }, false},
+	}
+	for _, tr := range rawTransports {
+		for _, tt := range tests {
+			if tt.udpOnly && tr.name != "udp" {
+				continue
+			}
+			t.Run(tr.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				x := tr.new(t, tt.handler)
+				q := query("example.com")
+				a, err := x.ExchangeRaw(ctxWithin(t, answerTimeout), wireQuery(t, q, tt.bufLen))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Raw != nil || a.Msg == nil || !tt.check(a.Msg) || a.Msg.Id != q.Id {
+					t.Errorf("answer Raw=%d bytes Msg=%v, want the parsed message with the query's ID", len(a.Raw), a.Msg)
+				}
+			})
+		}
+	}
+}
+
+func TestExchangeRawErrors(t *testing.T) {
+	t.Parallel()
+	for _, tr := range rawTransports {
+		for name, h := range map[string]wiretest.Handler{
+			"wrong ID":       wiretest.WrongID,
+			"wrong question": wiretest.WrongQuestion,
+			"garbage":        wiretest.Garbage,
+			"refused":        wiretest.Rcode(dns.RcodeRefused),
+		} {
+			t.Run(tr.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				x := tr.new(t, h)
+				q := query("example.com")
+				_, errRaw := x.ExchangeRaw(ctxWithin(t, expiryTimeout), wireQuery(t, q, 4096))
+				_, errMsg := x.Exchange(ctxWithin(t, expiryTimeout), q)
+				if errRaw == nil || errMsg == nil || !sameSentinel(errRaw, errMsg) {
+					t.Errorf("ExchangeRaw: %v; Exchange: %v; want the same failure", errRaw, errMsg)
+				}
+			})
+		}
+	}
+}
+
+// sameSentinel reports whether a and b match the same sentinel of this
+// package, or are both expiries.
+func sameSentinel(a, b error) bool {
+	for _, s := range Sentinels() {
+		if errors.Is(a, s) != errors.Is(b, s) {
+			return false
+		}
+	}
+	return isExpiry(a) == isExpiry(b)
+}
+
+// A LazyContext's exchange is bounded by the socket deadline, polls
+// included, and notices cancellation by polling Err. (Each exchange here
+// dials, and dialling asks for Done: that is the dialler's, not a watch.)
+func TestUDPLazyContextDeadlineAndCancel(t *testing.T) {
+	t.Parallel()
+	srv := wiretest.NewServer(t, wiretest.Stall)
+	u := newTestUDP(t, srv.Addr)
+
+	// Longer than two polls: the exchange re-arms and still expires.
+	expiring := &lazyCtx{Context: ctxWithin(t, 2*cancelPoll+cancelPoll/2)}
+	_, err := u.ExchangeRaw(expiring, wireQuery(t, query("stall.example"), 4096))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		// A bare socket timeout here would be a poll taken for the end.
+		t.Errorf("stalled exchange: %v, want context.DeadlineExceeded", err)
+	}
+
+	parent, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	cancelled := &lazyCtx{Context: parent}
+	received := make(chan string, 1)
+	srv2 := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
+	u2 := newTestUDP(t, srv2.Addr)
+	go func() {
+		<-received
+		cancel()
+	}()
+	_, err = u2.ExchangeRaw(cancelled, wireQuery(t, query("cancel.example"), 4096))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled exchange: %v, want context.Canceled", err)
+	}
+}
