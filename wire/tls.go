@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/internal/timerpool"
 )
 
 // TLS exchanges queries with one upstream over DNS over TLS, the
@@ -60,6 +62,9 @@ type TLS struct {
 	expiry *time.Timer           // closes idle connections; or nil before the first
 	armed  bool                  // expiry is scheduled
 	closed bool                  // Close was called: no connection is kept
+
+	replies sync.Pool      // chan dotReply, capacity 1, empty: one per exchange
+	timers  timerpool.Pool // an exchange's wait under a LazyContext
 }
 
 var (
@@ -122,6 +127,7 @@ func (t *TLS) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 		return nil, err
 	}
 	r, err := decodeReply(m, id, raw)
+	putBuf(raw)
 	if err != nil {
 		return nil, fmt.Errorf("reading from %s: %w", t.label, err)
 	}
@@ -150,6 +156,7 @@ func (t *TLS) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
+	defer putBuf(raw)
 	if len(raw) <= cap(q.Buf) {
 		if l, ok := LayoutAnswer(frame[2:], raw, id); ok {
 			return Answer{Raw: q.Buf[:copy(q.Buf[:cap(q.Buf)], raw)], Layout: l}, nil
@@ -163,8 +170,8 @@ func (t *TLS) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 }
 
 // roundTrip sends frame (a query behind its length, the wire ID to be set)
-// on a connection and returns the answer's bytes and the ID they must
-// carry. Each stale connection met costs one retry, and each one met is
+// on a connection and returns the answer's bytes, in a buffer from getBuf
+// that the caller gives back with putBuf, and the ID they must carry. Each stale connection met costs one retry, and each one met is
 // gone: maxConns retries cover every connection having been closed at once.
 func (t *TLS) roundTrip(ctx context.Context, frame []byte) (raw []byte, id uint16, err error) {
 	for tries := 0; ; tries++ {
@@ -201,11 +208,15 @@ func (t *TLS) acquire(ctx context.Context) (*dotConn, bool, error) {
 			default:
 			}
 		}
-		select {
-		case <-c.ready:
-		case <-ctx.Done():
-			t.release(c, false)
-			return nil, false, fmt.Errorf("waiting for a connection to %s: %w", t.label, ctx.Err())
+		if !reused {
+			// Only a wait asks for Done: a lazy attempt context arms
+			// nothing for a connection that is up.
+			select {
+			case <-c.ready:
+			case <-ctx.Done():
+				t.release(c, false)
+				return nil, false, fmt.Errorf("waiting for a connection to %s: %w", t.label, ctx.Err())
+			}
 		}
 		if c.err == nil {
 			return c, reused, nil

@@ -37,19 +37,19 @@ type dotConn struct {
 	wsem  chan struct{} // one token, held while a frame is written: frames never interleave
 
 	// Guarded by t.mu:
-	waiters   map[uint16]chan<- dotReply // wire IDs in flight; nil: abandoned, the answer is dropped
-	abandoned int                        // nil entries in waiters
-	inflight  int                        // exchanges holding the connection, waiting for it included
-	retired   bool                       // handed to no new exchange; closed when inflight drops to 0
-	dead      bool                       // the dial or the reader failed; failure says why
-	failure   dotReply                   // for exchanges that come after the reader failed
-	idleSince time.Time                  // when inflight last dropped to 0
+	waiters   map[uint16]chan dotReply // wire IDs in flight; nil: abandoned, the answer is dropped
+	abandoned int                      // nil entries in waiters
+	inflight  int                      // exchanges holding the connection, waiting for it included
+	retired   bool                     // handed to no new exchange; closed when inflight drops to 0
+	dead      bool                     // the dial or the reader failed; failure says why
+	failure   dotReply                 // for exchanges that come after the reader failed
+	idleSince time.Time                // when inflight last dropped to 0
 }
 
 // dotReply is what the reader hands an exchange: its answer, or why the
 // connection failed.
 type dotReply struct {
-	raw   []byte // the answer, a slice of its own
+	raw   []byte // the answer, in a buffer from getBuf that its receiver gives back
 	err   error
 	stale bool // the server closed the connection before any byte of an answer
 }
@@ -60,7 +60,7 @@ func newDotConn(t *TLS) *dotConn {
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
 		wsem:    make(chan struct{}, 1),
-		waiters: make(map[uint16]chan<- dotReply),
+		waiters: make(map[uint16]chan dotReply),
 	}
 }
 
@@ -72,11 +72,12 @@ func newDotConn(t *TLS) *dotConn {
 // up before the exchange a redial.
 func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id uint16, stale bool, err error) {
 	t := c.t
-	ch := make(chan dotReply, 1) // the reader never blocks on an exchange
+	ch := t.reply() // capacity 1: the reader never blocks on an exchange
 	t.mu.Lock()
 	if c.dead {
 		f := c.failure
 		t.mu.Unlock()
+		t.putReply(ch)
 		t.release(c, false)
 		return nil, 0, f.stale, f.err
 	}
@@ -87,8 +88,12 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 	binary.BigEndian.PutUint16(frame[2:], id)
 	if sent, err := c.write(ctx, frame); err != nil {
 		t.mu.Lock()
+		_, mine := c.waiters[id]
 		delete(c.waiters, id) // nothing answers it: no ID to reserve
 		t.mu.Unlock()
+		if mine {
+			t.putReply(ch)
+		}
 		if sent {
 			// A failed write leaves the TLS stream unusable: the reader
 			// sees the close and fails the other exchanges on c.
@@ -98,27 +103,72 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 		return nil, 0, isStale(err) || errors.Is(err, net.ErrClosed), ioError(ctx, "writing to", t.label, err)
 	}
 
-	select {
-	case rep := <-ch:
+	if rep, ok := t.await(ctx, ch); ok {
+		t.putReply(ch)
 		t.release(c, false)
 		if rep.err != nil {
 			return nil, 0, rep.stale, rep.err
 		}
 		return rep.raw, id, false, nil
-	case <-ctx.Done():
-		t.mu.Lock()
-		if w, ok := c.waiters[id]; ok && w == ch {
-			// Keep the ID reserved until the late answer comes, so it
-			// cannot pass for a later query's.
-			c.waiters[id] = nil
-			c.abandoned++
+	}
+	t.mu.Lock()
+	mine := false
+	if w, ok := c.waiters[id]; ok && w == ch {
+		// Keep the ID reserved until the late answer comes, so it cannot
+		// pass for a later query's.
+		c.waiters[id] = nil
+		c.abandoned++
+		mine = true
+	}
+	retire := errors.Is(ctx.Err(), context.DeadlineExceeded) || c.abandoned > maxAbandoned
+	t.mu.Unlock()
+	if mine {
+		t.putReply(ch) // the reader can no longer reach it
+	}
+	t.release(c, retire)
+	return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, ctx.Err())
+}
+
+// await waits for the reader's reply on ch until ctx ends. Under a
+// LazyContext it waits with a timer of the transport's and polls Err
+// (see LazyContext), so that an attempt's context arms nothing.
+func (t *TLS) await(ctx context.Context, ch chan dotReply) (dotReply, bool) {
+	if _, lazy := ctx.(LazyContext); !lazy {
+		select {
+		case rep := <-ch:
+			return rep, true
+		case <-ctx.Done():
+			return dotReply{}, false
 		}
-		retire := errors.Is(ctx.Err(), context.DeadlineExceeded) || c.abandoned > maxAbandoned
-		t.mu.Unlock()
-		t.release(c, retire)
-		return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, ctx.Err())
+	}
+	now := time.Now()
+	tm := t.timers.Get(nextPoll(ctx, now).Sub(now))
+	defer t.timers.Put(tm)
+	for {
+		select {
+		case rep := <-ch:
+			return rep, true
+		case <-tm.C:
+			if ctx.Err() != nil {
+				return dotReply{}, false
+			}
+			now := time.Now()
+			tm.Reset(nextPoll(ctx, now).Sub(now))
+		}
 	}
 }
+
+// reply returns an empty channel for one exchange's reply.
+func (t *TLS) reply() chan dotReply {
+	if ch, ok := t.replies.Get().(chan dotReply); ok {
+		return ch
+	}
+	return make(chan dotReply, 1)
+}
+
+// putReply keeps ch, empty and out of the reader's reach, for another
+// exchange.
+func (t *TLS) putReply(ch chan dotReply) { t.replies.Put(ch) }
 
 // newIDLocked returns a random wire ID no exchange on c is using or has
 // abandoned. A connection holds at most a few thousand, so the first draw
@@ -169,13 +219,16 @@ func (c *dotConn) read() {
 			c.fail(err, n == 0)
 			return
 		}
-		raw := make([]byte, binary.BigEndian.Uint16(prefix[:]))
+		n := int(binary.BigEndian.Uint16(prefix[:]))
+		raw := getBuf(n)[:n]
 		if _, err := io.ReadFull(c.conn, raw); err != nil {
+			putBuf(raw)
 			c.fail(err, false)
 			return
 		}
-		if len(raw) < 2 {
-			c.fail(fmt.Errorf("%w: a %d-byte frame", ErrMalformed, len(raw)), false)
+		if n < 2 {
+			putBuf(raw)
+			c.fail(fmt.Errorf("%w: a %d-byte frame", ErrMalformed, n), false)
 			return
 		}
 		id := binary.BigEndian.Uint16(raw)
@@ -189,11 +242,14 @@ func (c *dotConn) read() {
 		}
 		t.mu.Unlock()
 		if !ok {
+			putBuf(raw)
 			c.fail(fmt.Errorf("%w: an answer with ID %d, which no query on the connection has", ErrIDMismatch, id), false)
 			return
 		}
 		if ch != nil {
 			ch <- dotReply{raw: raw}
+		} else {
+			putBuf(raw) // a late answer: nobody waits for it
 		}
 	}
 }

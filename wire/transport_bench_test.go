@@ -77,11 +77,13 @@ func benchExchange(b *testing.B, tr Exchanger) {
 }
 
 // BenchmarkExchangeRaw is the byte path of the transports that have one,
-// 8×GOMAXPROCS queries in flight, side by side with their Exchange.
+// 8×GOMAXPROCS queries in flight, side by side with their Exchange; the
+// context is a LazyContext, as the pool's attempts are.
 func BenchmarkExchangeRaw(b *testing.B) {
 	for _, tr := range rawTransports {
 		x := tr.new(b, wiretest.Answer())
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx := &lazyCtx{Context: tctx}
 		if _, err := x.Exchange(ctx, query("warm.example")); err != nil {
 			b.Fatal(err)
 		}
