@@ -34,10 +34,11 @@ import (
 //
 // A UDP is safe for concurrent use.
 type UDP struct {
-	addr   string // IP:PORT
-	label  string // "udp://IP:PORT", naming the upstream in errors
-	tcp    *TCP   // the truncation fallback to the same address; always non-nil
-	dialer net.Dialer
+	addr      string // IP:PORT
+	label     string // "udp://IP:PORT", naming the upstream in errors
+	tcp       *TCP   // the truncation fallback to the same address; always non-nil
+	dialer    net.Dialer
+	socketIDs int // exchanges per socket before it is retired: udpSocketIDs, less in tests
 
 	dials  atomic.Uint64  // sockets opened, so tests can prove reuse
 	timers timerpool.Pool // cancellation polls
@@ -83,10 +84,11 @@ type udpWait struct {
 // socket until the first exchange; the options tune the TCP fallback.
 func NewUDP(addr string, opts ...Option) *UDP {
 	return &UDP{
-		addr:  addr,
-		label: "udp://" + addr,
-		tcp:   NewTCP(addr, opts...),
-		socks: make(map[*udpSock]struct{}),
+		addr:      addr,
+		label:     "udp://" + addr,
+		tcp:       NewTCP(addr, opts...),
+		socketIDs: udpSocketIDs,
+		socks:     make(map[*udpSock]struct{}),
 	}
 }
 
@@ -224,7 +226,7 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 		return nil, 0, fmt.Errorf("exchanging with %s: %w", u.label, net.ErrClosed)
 	}
 	s := u.cur
-	if s == nil || s.retired || len(s.ids) >= udpSocketIDs {
+	if s == nil || s.retired || len(s.ids) >= u.socketIDs {
 		if s != nil {
 			u.retire(s)
 		}

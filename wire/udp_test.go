@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -296,5 +298,83 @@ func TestUDPShortDatagramIsMalformed(t *testing.T) {
 	}
 	if tcp := srv.TCPQueries(); tcp != 0 {
 		t.Errorf("server saw %d TCP queries, want 0", tcp)
+	}
+}
+
+// Many exchanges at once on sockets that rotate every few exchanges, with
+// answers that come at once, late (after their exchange expired) and
+// twice: every exchange gets its own answer or its own expiry, never
+// another's, and when they are over one socket at most is left open.
+func TestUDPSharedSocketsUnderLoad(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	late := map[string]chan struct{}{} // the late names' releases
+	srv := wiretest.NewServer(t, func(w *wiretest.Writer, q *dns.Msg) {
+		name := q.Question[0].Name
+		switch {
+		case strings.HasPrefix(name, "late"):
+			mu.Lock()
+			release := late[name]
+			mu.Unlock()
+			<-release
+			wiretest.Answer()(w, q)
+		case strings.HasPrefix(name, "twice"):
+			wiretest.Answer()(w, q)
+			wiretest.Answer()(w, q)
+		default:
+			wiretest.Answer()(w, q)
+		}
+	})
+	u := newTestUDP(t, srv.Addr)
+	u.socketIDs = 7 // rotate often
+
+	const workers, each = 16, 60
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for g := range workers {
+		wg.Go(func() {
+			for i := range each {
+				kind := [...]string{"q", "late", "twice"}[i%3]
+				name := fmt.Sprintf("%s-%d-%d.example.", kind, g, i)
+				timeout := answerTimeout
+				if kind == "late" {
+					mu.Lock()
+					late[name] = make(chan struct{})
+					mu.Unlock()
+					timeout = expiryTimeout
+				}
+				q := query(name)
+				r, err := u.Exchange(ctxWithin(t, timeout), q)
+				if kind == "late" {
+					mu.Lock()
+					close(late[name]) // its answer now comes, after the expiry
+					mu.Unlock()
+					if !isExpiry(err) {
+						errs <- fmt.Errorf("%s: %v, want an expiry", name, err)
+					}
+					continue
+				}
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("%s: %w", name, err)
+				case r.Id != q.Id || r.Question[0].Name != name || len(r.Answer) != 1 || r.Answer[0].Header().Name != name:
+					errs <- fmt.Errorf("%s: got the answer %v", name, r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	u.mu.Lock()
+	open := len(u.socks)
+	u.mu.Unlock()
+	if open > 1 {
+		t.Errorf("%d sockets open after every exchange ended, want at most 1", open)
+	}
+	if d := u.dials.Load(); d < workers*each/7 {
+		t.Errorf("%d sockets opened for %d exchanges at 7 each, want at least %d", d, workers*each, workers*each/7)
 	}
 }
