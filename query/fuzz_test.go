@@ -326,6 +326,12 @@ func FuzzParseCommon(f *testing.F) {
 		if errA != nil || errB != nil || string(a) != string(b) {
 			t.Fatalf("trimmed messages differ:\ncommon  %v (%x, %v)\ngeneral %v (%x, %v)", &common.msg, a, errA, &general.msg, b, errB)
 		}
+		// packTrimmed copies the client's bytes instead of packing: they
+		// must be what packing makes.
+		var buf [512]byte
+		if c, err := common.packTrimmed(buf[:]); err != nil || string(c) != string(b) {
+			t.Fatalf("packTrimmed = %x, %v; packing makes %x", c, err, b)
+		}
 	})
 }
 

@@ -74,7 +74,7 @@ func (h *Handler) wireQuery(r *request, s *scratch, buf []byte) *wire.WireQuery 
 	if h.wire == nil {
 		return nil
 	}
-	packed, err := r.msg.PackBuffer(s.packed[:])
+	packed, err := r.packTrimmed(s.packed[:])
 	if err != nil || len(packed) > len(s.packed) {
 		return nil
 	}

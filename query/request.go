@@ -65,6 +65,29 @@ type request struct {
 	qbuf  [1]dns.Question
 	extra [1]dns.RR
 	opt   dns.OPT
+
+	// common is the client's query when parseCommon took it: msg packed is
+	// these bytes but for the header's flags (see packTrimmed). Valid
+	// during Serve only.
+	common []byte
+}
+
+// packTrimmed packs msg, the query as it is forwarded, into buf (or a
+// fresh slice when it does not fit). A query parseCommon took is already
+// in that form but for its flags: it is copied, not packed again.
+func (r *request) packTrimmed(buf []byte) ([]byte, error) {
+	if r.common == nil || len(r.common) > len(buf) {
+		return r.msg.PackBuffer(buf)
+	}
+	b := buf[:copy(buf, r.common)]
+	flags := binary.BigEndian.Uint16(b[2:])
+	binary.BigEndian.PutUint16(b[2:], flags&(bitRD|bitAD|bitCD)) // what trim keeps: opcode QUERY, RD, AD, CD
+	if r.edns {
+		// The OPT ends the query; packing writes the message's rcode,
+		// 0, into the extended rcode, the first byte of its TTL.
+		b[len(b)-optLen+5] = 0
+	}
+	return b, nil
 }
 
 // parse reads a raw client query into r, a zero request, and checks it
@@ -219,6 +242,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		AuthenticatedData: binary.BigEndian.Uint16(raw[2:])&bitAD != 0,
 		CheckingDisabled:  r.cd,
 	}
+	r.common = raw
 	return true
 }
 
