@@ -144,16 +144,7 @@ func sameQuestions(a, b []dns.Question) bool {
 // upstream answer that can be sent on keeps its rcode and, unless truncated
 // for UDP, its records.
 func FuzzUpstreamAnswer(f *testing.F) {
-	for _, m := range fuzzUpstreamSeeds(f) {
-		b, err := m.Pack()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, uint16(0), false, false)
-		f.Add(b, uint16(1232), true, false)
-		f.Add(b, uint16(4096), false, true)
-	}
-	f.Add([]byte("not dns at all"), uint16(512), false, false)
+	addUpstreamSeeds(f)
 
 	f.Fuzz(func(t *testing.T, upstream []byte, size uint16, do, tcp bool) {
 		from := new(dns.Msg)
@@ -173,18 +164,7 @@ func FuzzUpstreamAnswer(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := newQuery("www.example.org.", dns.TypeA)
-		if size != 0 || do {
-			q.SetEdns0(size, do)
-		}
-		raw, err := q.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		proto := ProtoUDP
-		if tcp {
-			proto = "tcp"
-		}
+		raw, proto := upstreamFuzzQuery(t, size, do, tcp)
 		fromRcode, fromAnswers := from.Rcode, len(from.Answer)
 
 		out := h.Serve(context.Background(), raw, proto, testClient)
@@ -211,6 +191,41 @@ func FuzzUpstreamAnswer(f *testing.F) {
 			t.Fatalf("untruncated answer with %d records, the upstream sent %d", len(m.Answer), fromAnswers)
 		}
 	})
+}
+
+// addUpstreamSeeds seeds a fuzz target over (upstream answer, client UDP
+// size, DO, over TCP) with fuzzUpstreamSeeds and some garbage.
+func addUpstreamSeeds(f *testing.F) {
+	for _, m := range fuzzUpstreamSeeds(f) {
+		b, err := m.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint16(0), false, false)
+		f.Add(b, uint16(1232), true, false)
+		f.Add(b, uint16(4096), false, true)
+	}
+	f.Add([]byte("not dns at all"), uint16(512), false, false)
+}
+
+// upstreamFuzzQuery is the client query of the upstream fuzz targets: an A
+// query for www.example.org., with EDNS when size or do say so, over UDP or
+// TCP.
+func upstreamFuzzQuery(t *testing.T, size uint16, do, tcp bool) (raw []byte, proto string) {
+	t.Helper()
+	q := newQuery("www.example.org.", dns.TypeA)
+	if size != 0 || do {
+		q.SetEdns0(size, do)
+	}
+	raw, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proto = ProtoUDP
+	if tcp {
+		proto = "tcp"
+	}
+	return raw, proto
 }
 
 // roundTrip reports why m, an upstream's answer as unpacked, cannot be
@@ -374,16 +389,7 @@ func (p *bytesPool) ExchangeWire(_ context.Context, q *wire.WireQuery, trail []a
 // and question, that fits its UDP size; an answer forwarded as bytes keeps
 // the upstream's rcode and, unless truncated, its records.
 func FuzzUpstreamBytes(f *testing.F) {
-	for _, m := range fuzzUpstreamSeeds(f) {
-		b, err := m.Pack()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, uint16(0), false, false)
-		f.Add(b, uint16(1232), true, false)
-		f.Add(b, uint16(4096), false, true)
-	}
-	f.Add([]byte("not dns at all"), uint16(512), false, false)
+	addUpstreamSeeds(f)
 
 	f.Fuzz(func(t *testing.T, upstream []byte, size uint16, do, tcp bool) {
 		pool := &bytesPool{upstream: upstream}
@@ -391,18 +397,7 @@ func FuzzUpstreamBytes(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := newQuery("www.example.org.", dns.TypeA)
-		if size != 0 || do {
-			q.SetEdns0(size, do)
-		}
-		raw, err := q.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		proto := ProtoUDP
-		if tcp {
-			proto = "tcp"
-		}
+		raw, proto := upstreamFuzzQuery(t, size, do, tcp)
 		out := h.ServeInto(context.Background(), raw, proto, testClient, make([]byte, 0, 4096))
 		if out == nil {
 			t.Fatal("Serve dropped a well-formed query")
