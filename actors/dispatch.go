@@ -170,40 +170,11 @@ func (d *dispatch) saturated() uint64 {
 // slot (and the trial token when the outcome is not recorded) on every
 // path, and reports whether the query is over.
 func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
+	start, expiry, truncated, ok, over := d.begin(i, probe, trial)
+	if !ok {
+		return over
+	}
 	u := d.pool.upstreams[i]
-	d.tried |= 1 << i
-
-	// One clock read serves both the post-admission health recheck and the
-	// last deadline check before the attempt: nothing happens in between.
-	start := time.Now()
-	el := u.eligibility(start)
-	if !probe && el != Healthy || trial && !d.passTwo && el == BackedOff {
-		// It entered backoff while we waited: give the slot back, let the
-		// sweep move on, and leave it to pass two.
-		u.release()
-		if trial {
-			u.trial.Store(false)
-		}
-		d.tried &^= 1 << i
-		d.skipped |= 1 << i
-		return false
-	}
-	if !start.Before(d.deadline) {
-		// No attempt after the deadline: an instant transport must not
-		// manufacture evidence once the budget is gone.
-		u.release()
-		if trial {
-			u.trial.Store(false)
-		}
-		d.res.Err = ErrBudgetExhausted
-		return true
-	}
-	expiry := start.Add(d.pool.policy.AttemptTimeout)
-	truncated := expiry.After(d.deadline)
-	if truncated {
-		expiry = d.deadline
-	}
-
 	actx := newAttemptCtx(d.ctx, expiry)
 	defer actx.stop()
 	released := false
@@ -229,7 +200,55 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 	expired := err != nil && (actx.Err() == context.DeadlineExceeded || !end.Before(expiry))
 	u.release()
 	released = true
+	return d.settle(i, probe, trial, start, end, truncated, expired, ans, err)
+}
 
+// begin is an attempt's head: the post-admission health recheck and the
+// last deadline check, one clock read serving both (nothing happens in
+// between). With ok it returns the attempt's start and expiry, the expiry
+// truncated to the query's deadline when that comes first. Otherwise the
+// slot (and the trial) went back, and over says whether the query is over.
+func (d *dispatch) begin(i int, probe, trial bool) (start, expiry time.Time, truncated, ok, over bool) {
+	u := d.pool.upstreams[i]
+	d.tried |= 1 << i
+
+	start = time.Now()
+	el := u.eligibility(start)
+	if !probe && el != Healthy || trial && !d.passTwo && el == BackedOff {
+		// It entered backoff while we waited: give the slot back, let the
+		// sweep move on, and leave it to pass two.
+		u.release()
+		if trial {
+			u.trial.Store(false)
+		}
+		d.tried &^= 1 << i
+		d.skipped |= 1 << i
+		return start, expiry, false, false, false
+	}
+	if !start.Before(d.deadline) {
+		// No attempt after the deadline: an instant transport must not
+		// manufacture evidence once the budget is gone.
+		u.release()
+		if trial {
+			u.trial.Store(false)
+		}
+		d.res.Err = ErrBudgetExhausted
+		return start, expiry, false, false, true
+	}
+	expiry = start.Add(d.pool.policy.AttemptTimeout)
+	truncated = expiry.After(d.deadline)
+	if truncated {
+		expiry = d.deadline
+	}
+	return start, expiry, truncated, true, false
+}
+
+// settle is an attempt's tail, once the transport has returned (ans, err)
+// at end and the slot is back: the classification table of spec section 4,
+// the trail, the observer, the health record and the attribution. It
+// reports whether the query is over.
+func (d *dispatch) settle(i int, probe, trial bool, start, end time.Time, truncated, expired bool, ans wire.Answer, err error) (over bool) {
+	u := d.pool.upstreams[i]
 	var outcome Outcome
 	switch {
 	case err == nil:
