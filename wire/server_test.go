@@ -290,7 +290,7 @@ func TestServerGarbage(t *testing.T) {
 	}
 	checkEcho(t, exchangeOn(t, tc, q), q, "tcp", tc.LocalAddr().String())
 
-	// UDP readers work concurrently, so the handler may still be busy with
+	// UDP workers work concurrently, so the handler may still be busy with
 	// garbage read before the query. Every datagram before it has been
 	// read, though, and Shutdown waits for what was read to be served.
 	if err := s.Shutdown(context.Background()); err != nil {

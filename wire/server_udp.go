@@ -13,13 +13,13 @@ import (
 // that no datagram is silently cut short.
 const udpReadBufLen = 65535
 
-// readUDP is one of the reader loops of pc. It ends when Shutdown pushes
-// pc's read deadline into the past.
+// readUDP is pc's reader loop. It ends when Shutdown pushes pc's read
+// deadline into the past.
 //
 // Each admitted query is copied into a pooled buffer and handed to an idle
 // worker, or to a new one when none is idle; a query past the concurrency
 // limit is refused from this loop. Busy workers never outnumber admitted
-// queries, so the number of goroutines stays below readers +
+// queries, so the number of goroutines stays below the readers +
 // MaxConcurrentQueries (plus workers idling out) however fast datagrams
 // arrive.
 func (s *Server) readUDP(pc *net.UDPConn) {
