@@ -62,6 +62,11 @@ var (
 // changes (an off-path spoofer has to match the port as well as the ID).
 const udpSocketIDs = 4096
 
+// udpSocketBuffer is the receive buffer a shared socket asks for: about a
+// thousand small answers at once, the kernel's own per-datagram overhead
+// included.
+const udpSocketBuffer = 1 << 20
+
 // udpSock is one connected socket of a UDP transport.
 type udpSock struct {
 	conn    net.Conn
@@ -237,6 +242,11 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 			return nil, 0, ioError(ctx, "dialing", u.label, err)
 		}
 		u.dials.Add(1)
+		if uc, ok := nc.(*net.UDPConn); ok {
+			// Every answer in flight queues on this one socket: ask for
+			// room for a burst (the kernel caps it at net.core.rmem_max).
+			_ = uc.SetReadBuffer(udpSocketBuffer)
+		}
 		s = &udpSock{conn: nc, ids: make(map[uint16]*udpWait)}
 		u.cur = s
 		u.socks[s] = struct{}{}
