@@ -1,16 +1,15 @@
 package config
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/internal/cafile"
 )
 
 // Validate checks c against every rule of spec section 2 and returns
@@ -168,40 +167,11 @@ func (ck *checker) upstreams(us []Upstream) {
 		if u.CAFile != "" {
 			if parsed && !addr.IsTLS() {
 				ck.add(p+".ca_file", "only tls and https upstreams take ca_file")
-			} else if err := checkCAFile(u.CAFile); err != nil {
+			} else if _, err := cafile.Load(u.CAFile); err != nil {
 				ck.add(p+".ca_file", "%v", err)
 			}
 		}
 	}
-}
-
-// checkCAFile requires at least one PEM certificate and refuses a file
-// where any CERTIFICATE block does not parse: a damaged bundle must not
-// silently trust fewer CAs than its owner thinks (x509.CertPool's
-// AppendCertsFromPEM would skip the bad block).
-func checkCAFile(path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	n := 0
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		n++
-		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Errorf("%s: certificate %d: %v", path, n, err)
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("%s: no PEM certificate found", path)
-	}
-	return nil
 }
 
 func (ck *checker) forwardZones(zs []ForwardZone) {

@@ -3,12 +3,13 @@ package wire
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
-	"os"
+
+	"github.com/nxdnsd/nxdnsd/internal/cafile"
 )
 
 // tlsClientConfig returns the configuration DoT and DoH verify the server
@@ -49,35 +50,16 @@ func tlsClientConfig(o options, serverName string) (*tls.Config, error) {
 // connection of DoT's few, and HTTP/2 needs one.
 const sessionCacheSize = 4
 
-// loadCAFile reads the PEM certificates of path into a pool. Like the
-// configuration's check of ca_file, it refuses a file without a certificate
-// and one where any CERTIFICATE block does not parse: a damaged bundle must
-// not silently trust fewer CAs than its owner thinks (AppendCertsFromPEM
-// would skip the bad block).
+// loadCAFile reads the ca_file at path (see cafile.Load), its errors
+// naming the key.
 func loadCAFile(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	pool, err := cafile.Load(path)
+	var perr *fs.PathError
+	switch {
+	case errors.As(err, &perr):
 		return nil, fmt.Errorf("reading ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	n := 0
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		n++
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file %s: certificate %d: %w", path, n, err)
-		}
-		pool.AddCert(cert)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("ca_file %s: no PEM certificate found", path)
+	case err != nil:
+		return nil, fmt.Errorf("ca_file %w", err)
 	}
 	return pool, nil
 }
