@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -160,35 +159,7 @@ func TestTLSCancelLeavesOtherQueriesAnswered(t *testing.T) {
 	release := make(chan struct{})
 	srv, tr := newDoT(t, wiretest.Notify(received, wiretest.Gate(release, wiretest.Answer())), WithPipelineConns(1))
 
-	type result struct {
-		name string
-		err  error
-	}
-	results := make(chan result, 3)
-	cancelCtx, cancel := context.WithCancel(ctxWithin(t, answerTimeout))
-	for _, name := range []string{"kept1.example", "cancelled.example", "kept2.example"} {
-		ctx := ctxWithin(t, answerTimeout)
-		if name == "cancelled.example" {
-			ctx = cancelCtx
-		}
-		go func() {
-			_, err := tr.Exchange(ctx, query(name))
-			results <- result{name, err}
-		}()
-	}
-	for range 3 {
-		<-received
-	}
-	cancel()
-	if r := <-results; r.name != "cancelled.example" || !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("first to return: %s with %v, want cancelled.example with context.Canceled", r.name, r.err)
-	}
-	close(release)
-	for range 2 {
-		if r := <-results; r.err != nil {
-			t.Errorf("%s: %v", r.name, r.err)
-		}
-	}
+	cancelOneOfThree(t, tr, received, release)
 	mustAnswer(t, tr, query("after.example"))
 	if got := srv.Accepts(); got != 1 {
 		t.Errorf("took %d connections, want 1: a cancellation keeps the connection", got)

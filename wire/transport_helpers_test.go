@@ -119,3 +119,40 @@ func benchmarkReuse(b *testing.B, newT func(tb testing.TB, addr string, opts ...
 		})
 	}
 }
+
+// cancelOneOfThree runs three exchanges on tr, which the server announces
+// on received and holds until release closes, cancels the second while all
+// three wait, and checks that it alone returns, at once, with
+// context.Canceled, and that the other two are answered once released.
+func cancelOneOfThree(t *testing.T, tr Exchanger, received <-chan string, release chan struct{}) {
+	t.Helper()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 3)
+	cancelCtx, cancel := context.WithCancel(ctxWithin(t, answerTimeout))
+	for _, name := range []string{"kept1.example", "cancelled.example", "kept2.example"} {
+		ctx := ctxWithin(t, answerTimeout)
+		if name == "cancelled.example" {
+			ctx = cancelCtx
+		}
+		go func() {
+			_, err := tr.Exchange(ctx, query(name))
+			results <- result{name, err}
+		}()
+	}
+	for range 3 {
+		<-received
+	}
+	cancel()
+	if r := <-results; r.name != "cancelled.example" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first to return: %s with %v, want cancelled.example with context.Canceled", r.name, r.err)
+	}
+	close(release)
+	for range 2 {
+		if r := <-results; r.err != nil {
+			t.Errorf("%s: %v", r.name, r.err)
+		}
+	}
+}
