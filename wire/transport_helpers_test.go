@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -154,5 +155,29 @@ func cancelOneOfThree(t *testing.T, tr Exchanger, received <-chan string, releas
 		if r := <-results; r.err != nil {
 			t.Errorf("%s: %v", r.name, r.err)
 		}
+	}
+}
+
+// checkAnswerLeavesQuery exchanges a query with ID 4321 through ex, whose
+// fake answers with one A record: the answer must be that record (with the
+// query's ID, mustAnswer checks) and the query as it was.
+func checkAnswerLeavesQuery(t *testing.T, ex Exchanger) {
+	t.Helper()
+	q := query("example.com")
+	q.Id = 4321
+	before, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustAnswer(t, ex, q)
+	if len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != dns.TypeA {
+		t.Errorf("answer %v, want one A record", r.Answer)
+	}
+	after, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("Exchange modified the query")
 	}
 }
