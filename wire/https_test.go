@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -44,25 +43,9 @@ func TestHTTPSAnswerKeepsTheQueryID(t *testing.T) {
 		wiretest.Answer()(w, q)
 	})
 
-	q := query("example.com")
-	q.Id = 4321
-	before, err := q.Pack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := mustAnswer(t, tr, q)
-	if len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != dns.TypeA {
-		t.Errorf("answer %v, want one A record", r.Answer)
-	}
+	checkAnswerLeavesQuery(t, tr)
 	if id := <-wireIDs; id != 0 {
 		t.Errorf("the server saw ID %d, want 0", id)
-	}
-	after, err := q.Pack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(before, after) {
-		t.Error("Exchange modified the query")
 	}
 }
 
