@@ -193,3 +193,45 @@ func TestUDPLazyContextDeadlineAndCancel(t *testing.T) {
 		t.Errorf("cancelled exchange: %v, want context.Canceled", err)
 	}
 }
+
+// Lazy waits on one socket end each at its own deadline, whichever
+// registered first: the socket's reader is re-armed for an earlier deadline
+// than it sleeps to, and a later one is kept for after its next poll.
+func TestUDPLazyWaitsShareTheReader(t *testing.T) {
+	t.Parallel()
+	received := make(chan string, 3)
+	srv := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
+	u := newTestUDP(t, srv.Addr)
+
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long := make(chan error, 1)
+	go func() {
+		_, err := u.ExchangeRaw(&lazyCtx{Context: parent}, wireQuery(t, query("long.example"), 4096))
+		long <- err
+	}()
+	<-received // the long wait is registered and the reader sleeps to its poll
+
+	// Earlier than the poll the reader sleeps to: it must be woken sooner.
+	_, err := u.ExchangeRaw(&lazyCtx{Context: ctxWithin(t, cancelPoll/4)}, wireQuery(t, query("short.example"), 4096))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("short wait: %v, want context.DeadlineExceeded", err)
+	}
+	// Later than the next poll: kept past it, then ended.
+	_, err = u.ExchangeRaw(&lazyCtx{Context: ctxWithin(t, cancelPoll+cancelPoll/2)}, wireQuery(t, query("later.example"), 4096))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("later wait: %v, want context.DeadlineExceeded", err)
+	}
+	select {
+	case err := <-long:
+		t.Fatalf("the long wait ended with the others: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-long; !errors.Is(err, context.Canceled) {
+		t.Errorf("long wait: %v, want context.Canceled", err)
+	}
+	if got := u.dials.Load(); got != 1 {
+		t.Errorf("%d sockets for three exchanges, want 1", got)
+	}
+}

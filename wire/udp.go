@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/nxdnsd/nxdnsd/internal/timerpool"
 )
 
 // UDP exchanges queries with one upstream over UDP, the "udp://IP:PORT"
@@ -40,9 +39,8 @@ type UDP struct {
 	dialer    net.Dialer
 	socketIDs int // exchanges per socket before it is retired: udpSocketIDs, less in tests
 
-	dials  atomic.Uint64  // sockets opened, so tests can prove reuse
-	timers timerpool.Pool // cancellation polls
-	waits  sync.Pool      // *udpWait
+	dials atomic.Uint64 // sockets opened, so tests can prove reuse
+	waits sync.Pool     // *udpWait
 
 	readers sync.WaitGroup // one per socket
 
@@ -73,16 +71,20 @@ type udpSock struct {
 	ids     map[uint16]*udpWait // every ID used on it: the exchange waiting, or nil once it ended (never reused)
 	live    int                 // exchanges waiting
 	retired bool                // takes no new exchange; closed when live is 0
+	armed   time.Time           // the read deadline set on conn, the earliest wake of its lazy waits; zero: none
 }
 
 // udpWait is one exchange waiting for its answer. The reader writes into
 // buf only while the exchange is registered and only once (n == 0 and err
-// nil), under the transport's lock; the exchange reads buf after ready.
+// nil), under the transport's lock, and then signals ready; the exchange
+// reads n, err and buf after ready, which orders them after the writes.
 type udpWait struct {
 	buf   []byte        // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
 	n     int           // the datagram's length once delivered
-	err   error         // a socket error delivered instead of a datagram
+	err   error         // a socket or context error delivered instead of a datagram
 	ready chan struct{} // capacity 1: signalled on delivery
+	lazy  LazyContext   // the exchange's context when the reader bounds its wait (see expire); else nil
+	wake  time.Time     // with lazy: when the reader next looks at it, its deadline or the next cancellation poll
 }
 
 // NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
@@ -153,13 +155,18 @@ func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 // bytes; every other answer is parsed. A truncated answer is returned as it
 // came, or as a bare truncated header when it did not even parse.
 //
-// ctx bounds the wait: a LazyContext by a timer of the transport's that
-// polls its Err (see LazyContext), any other by its Done.
+// ctx bounds the wait: a LazyContext through the socket's reader, which
+// wakes at its deadline and polls its Err every cancelPoll (see expire), so
+// that the exchange waits on one channel and arms no timer of its own; any
+// other context by its Done.
 func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool) (Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("exchanging with %s: %w", u.label, err)
 	}
 	w := u.getWait(buf)
+	if lazy, ok := ctx.(LazyContext); ok {
+		w.lazy = lazy
+	}
 	s, id, err := u.register(ctx, w)
 	if err != nil {
 		u.putWait(w)
@@ -170,23 +177,9 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool)
 	if _, err := s.conn.Write(query); err != nil {
 		return Answer{}, ioError(ctx, "writing to", u.label, err)
 	}
-
-	if _, lazy := ctx.(LazyContext); lazy {
-		now := time.Now()
-		t := u.timers.Get(nextPoll(ctx, now).Sub(now))
-		defer u.timers.Put(t)
-		for {
-			select {
-			case <-w.ready:
-				return u.answer(ctx, m, query, buf, id, w, raw)
-			case <-t.C:
-				if err := ctx.Err(); err != nil {
-					return Answer{}, fmt.Errorf("reading from %s: %w", u.label, err)
-				}
-				now := time.Now()
-				t.Reset(nextPoll(ctx, now).Sub(now))
-			}
-		}
+	if w.lazy != nil {
+		<-w.ready
+		return u.answer(ctx, m, query, buf, id, w, raw)
 	}
 	select {
 	case <-w.ready:
@@ -198,9 +191,7 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool)
 
 // answer decides what the datagram or error delivered to w means.
 func (u *UDP) answer(ctx context.Context, m *dns.Msg, query, buf []byte, id uint16, w *udpWait, raw bool) (Answer, error) {
-	u.mu.Lock()
-	n, err := w.n, w.err
-	u.mu.Unlock()
+	n, err := w.n, w.err // ordered after the reader's writes by ready
 	if err != nil {
 		return Answer{}, ioError(ctx, "reading from", u.label, err)
 	}
@@ -258,9 +249,22 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 		if _, used := s.ids[id]; !used {
 			s.ids[id] = w
 			s.live++
+			if w.lazy != nil {
+				w.wake = nextPoll(w.lazy, time.Now())
+				if s.armed.IsZero() || w.wake.Before(s.armed) {
+					s.arm(w.wake)
+				}
+			}
 			return s, id, nil
 		}
 	}
+}
+
+// arm has s's reader wake at t (zero: never) to look at its lazy waits.
+// The caller holds u.mu.
+func (s *udpSock) arm(t time.Time) {
+	s.armed = t
+	_ = s.conn.SetReadDeadline(t) // fails only on a closed socket, whose reader is ending
 }
 
 // unregister ends w's exchange on s: its ID stays used, with no one
@@ -306,6 +310,10 @@ func (u *UDP) read(s *udpSock) {
 			u.fail(s, err, false)
 			return
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			u.expire(s)
+			continue
+		}
 		if err != nil {
 			// An ICMP error (a closed port: ECONNREFUSED) concerns
 			// every exchange on the socket: they all went there. The
@@ -326,6 +334,36 @@ func (u *UDP) read(s *udpSock) {
 		}
 		u.mu.Unlock()
 	}
+}
+
+// expire is s's reader waking at the deadline it was armed with: every
+// lazy wait on s whose context has ended (its deadline passed, or its
+// parent cancelled) gets the context's error; the rest are looked at again
+// at their deadline or next cancellation poll, whichever is first. Waits
+// end exactly at their deadline, as a timer of their own would end them,
+// and notice a cancellation within cancelPoll.
+func (u *UDP) expire(s *udpSock) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	for _, w := range s.ids {
+		if w == nil || w.lazy == nil || w.n != 0 || w.err != nil {
+			continue
+		}
+		if !now.Before(w.wake) { // due; a wait that registered since the reader woke may not be
+			if err := w.lazy.Err(); err != nil {
+				w.err = err
+				w.ready <- struct{}{}
+				continue
+			}
+			w.wake = nextPoll(w.lazy, now)
+		}
+		if next.IsZero() || w.wake.Before(next) {
+			next = w.wake
+		}
+	}
+	s.arm(next)
 }
 
 // fail delivers err to every exchange waiting on s; with retire, s takes
@@ -364,7 +402,7 @@ func (u *UDP) putWait(w *udpWait) {
 	case <-w.ready:
 	default:
 	}
-	w.buf, w.n, w.err = nil, 0, nil
+	w.buf, w.n, w.err, w.lazy, w.wake = nil, 0, nil, nil, time.Time{}
 	u.waits.Put(w)
 }
 
