@@ -114,16 +114,16 @@ type Server struct {
 	OnPanic func()
 
 	// Set by Start and read-only afterwards.
-	log       *zap.Logger
-	idle      time.Duration
-	maxTCP    int
-	sem       chan struct{} // a held token is an admitted query
-	base      context.Context
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when Shutdown begins; wakes backoff waits and idle workers
-	udpWork   chan udpJob   // unbuffered: a send succeeds only when a UDP worker is idle
-	udp       []*net.UDPConn
-	listeners []*net.TCPListener
+	log        *zap.Logger
+	idle       time.Duration
+	maxTCP     int
+	maxQueries int64 // MaxConcurrentQueries or its default
+	base       context.Context
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when Shutdown begins; wakes backoff waits and idle workers
+	udpWork    chan udpJob   // unbuffered: a send succeeds only when a UDP worker is idle
+	udp        []*net.UDPConn
+	listeners  []*net.TCPListener
 
 	// closing is raised by Shutdown before it pushes read deadlines into
 	// the past; a loop that sets its own deadline checks it afterwards, so
@@ -132,6 +132,15 @@ type Server struct {
 	// aborted is raised, the same way, when Shutdown's context expires and
 	// answers still being written are given up.
 	aborted atomic.Bool
+
+	// reapEvery (0: udpWorkerIdle) and reaped (nil: none, else called after
+	// each reap) let tests run the UDP worker reaper fast and follow it.
+	reapEvery time.Duration
+	reaped    func()
+
+	inflight atomic.Int64 // admitted queries not yet released
+	peak     atomic.Int64 // the most in flight at once since the UDP worker reaper last looked
+	workers  atomic.Int64 // UDP workers alive
 
 	wg sync.WaitGroup // every goroutine the server started
 
@@ -171,7 +180,7 @@ func (s *Server) Start() error {
 	}
 	s.idle = positiveOr(s.TCPIdleTimeout, DefaultTCPIdleTimeout)
 	s.maxTCP = positiveOr(s.MaxTCPConnections, DefaultMaxTCPConnections)
-	s.sem = make(chan struct{}, positiveOr(s.MaxConcurrentQueries, DefaultMaxConcurrentQueries))
+	s.maxQueries = int64(positiveOr(s.MaxConcurrentQueries, DefaultMaxConcurrentQueries))
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
 	s.udpWork = make(chan udpJob)
@@ -185,6 +194,9 @@ func (s *Server) Start() error {
 	for _, pc := range s.udp {
 		s.wg.Go(func() { s.readUDP(pc) })
 		s.log.Info("serving", zap.String("proto", "udp"), zap.Stringer("addr", pc.LocalAddr()))
+	}
+	if len(s.udp) > 0 {
+		s.wg.Go(s.reapUDPWorkers)
 	}
 	for _, l := range s.listeners {
 		s.wg.Go(func() { s.acceptTCP(l) })
@@ -243,16 +255,19 @@ func (s *Server) Addrs() (udp []net.Addr, tcp []net.Addr) {
 // MaxConcurrentQueries are being served; the caller then answers REFUSED
 // itself instead of starting a goroutine.
 func (s *Server) admit() bool {
-	select {
-	case s.sem <- struct{}{}:
-		return true
-	default:
+	n := s.inflight.Add(1)
+	if n > s.maxQueries {
+		s.inflight.Add(-1)
 		return false
 	}
+	if n > s.peak.Load() {
+		s.peak.Store(n) // a lost race only lowers the reaper's estimate for one period
+	}
+	return true
 }
 
 // release returns the permit taken by a successful admit.
-func (s *Server) release() { <-s.sem }
+func (s *Server) release() { s.inflight.Add(-1) }
 
 // refuse builds the answer to a query past the concurrency limit from its
 // header and question alone, and counts it; nil means send nothing (raw is

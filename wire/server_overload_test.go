@@ -100,3 +100,70 @@ func TestServerOverload(t *testing.T) {
 		answered++
 	}
 }
+
+// UDP workers outlive their query, so a burst leaves idle ones behind; the
+// reaper ends those beyond what was in flight at once during a whole period,
+// and the server answers as before with the workers it starts again.
+func TestServerReapsIdleUDPWorkers(t *testing.T) {
+	const burst = 8
+	entered := make(chan struct{}, burst)
+	release := make(chan struct{})
+	reaped := make(chan struct{}, 1)
+	s := &Server{
+		Handler: HandlerFunc(func(ctx context.Context, req *Request) []byte {
+			if binary.BigEndian.Uint16(req.Raw) < burst {
+				entered <- struct{}{}
+				<-release
+			}
+			return echo(ctx, req)
+		}),
+		reapEvery: 5 * time.Millisecond,
+		reaped: func() {
+			select {
+			case reaped <- struct{}{}:
+			default:
+			}
+		},
+	}
+	udpAddr, _ := startServer(t, s)
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
+
+	c := dialDNS(t, "udp", udpAddr)
+	for id := range uint16(burst) {
+		if err := c.WriteMsg(newQuery(id, "example.org.")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range burst {
+		select {
+		case <-entered:
+		case <-time.After(ioTimeout):
+			t.Fatal("the burst did not reach the handler at once")
+		}
+	}
+	// Every query holds a worker: the reaper must leave them all.
+	<-reaped
+	<-reaped
+	if got := s.workers.Load(); got != burst {
+		t.Fatalf("%d UDP workers while %d queries are in flight, want %d", got, burst, burst)
+	}
+	unblock()
+	c.SetReadDeadline(time.Now().Add(ioTimeout))
+	for range burst {
+		if _, err := c.ReadMsg(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	limit := time.After(ioTimeout)
+	for s.workers.Load() > 0 {
+		select {
+		case <-reaped:
+		case <-limit:
+			t.Fatalf("%d idle UDP workers left after %v", s.workers.Load(), ioTimeout)
+		}
+	}
+	r := exchangeOn(t, c, newQuery(100, "example.org."))
+	checkEcho(t, r, newQuery(100, "example.org."), "udp", c.LocalAddr().String())
+}

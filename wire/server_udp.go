@@ -64,42 +64,69 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 	}
 }
 
-// udpWorkerIdle is how long a UDP worker waits for another query before it
-// may end. Long-lived workers keep their grown stacks and spare a goroutine
-// start per query (measured: about a tenth of the CPU of a forwarded
-// query); the idle limit returns the memory after a burst.
+// udpWorkerIdle is the UDP worker reaper's period: workers beyond the most
+// queries that were in flight at once during a whole period end. Long-lived
+// workers keep their grown stacks and spare a goroutine start per query
+// (measured: about a tenth of the CPU of a forwarded query); the reaper
+// returns the memory after a burst.
 const udpWorkerIdle = 10 * time.Second
 
-// udpJob is one admitted datagram on its way to a worker.
+// udpJob is one admitted datagram on its way to a worker; a job without a
+// query asks the idle worker that takes it to end.
 type udpJob struct {
 	pc *net.UDPConn
 	q  *clientQuery
 	to netip.AddrPort
 }
 
-// udpWorker serves job, then every job handed to it, until it has served
-// nothing for a whole udpWorkerIdle period (so it idles out after one to two
-// periods) or Shutdown begins. The timer ticks once a period rather than
-// being reset after every job: a reset per query took the runtime's timer
-// lock on the hot path.
+// udpWorker serves job, then every job handed to it, until the reaper asks
+// it to end or Shutdown begins. Its wait has no timer in it: a timer in a
+// blocking select is added to and taken off the runtime's timer heap, under
+// its lock, each time the worker parks, which is once per query under load.
 func (s *Server) udpWorker(job udpJob) {
 	defer s.wg.Done()
-	idle := time.NewTicker(udpWorkerIdle)
-	defer idle.Stop()
+	s.workers.Add(1)
+	defer s.workers.Add(-1)
 	s.serveUDP(job)
-	busy := true
 	for {
 		select {
 		case job = <-s.udpWork:
-			s.serveUDP(job)
-			busy = true
-		case <-idle.C:
-			if !busy {
+			if job.q == nil {
 				return
 			}
-			busy = false
+			s.serveUDP(job)
 		case <-s.done:
 			return
+		}
+	}
+}
+
+// reapUDPWorkers ends, once every udpWorkerIdle, the idle UDP workers
+// beyond the most queries in flight at once during the period, until
+// Shutdown begins.
+func (s *Server) reapUDPWorkers() {
+	every := s.reapEvery
+	if every <= 0 {
+		every = udpWorkerIdle
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		needed := s.peak.Swap(s.inflight.Load())
+		for extra := s.workers.Load() - needed; extra > 0; extra-- {
+			select {
+			case s.udpWork <- udpJob{}:
+			default:
+				extra = 0 // no worker is idle
+			}
+		}
+		if s.reaped != nil {
+			s.reaped()
 		}
 	}
 }
