@@ -80,23 +80,19 @@ type udpJob struct {
 }
 
 // udpWorker serves job, then every job handed to it, until the reaper asks
-// it to end or Shutdown begins. Its wait has no timer in it: a timer in a
-// blocking select is added to and taken off the runtime's timer heap, under
-// its lock, each time the worker parks, which is once per query under load.
+// it to end or Shutdown closes udpWork. Its wait is one channel receive:
+// a timer in a blocking select is added to and taken off the runtime's
+// timer heap, under its lock, each time the worker parks (once per query
+// under load), and a select locks every channel in it.
 func (s *Server) udpWorker(job udpJob) {
 	defer s.wg.Done()
 	s.workers.Add(1)
 	defer s.workers.Add(-1)
-	s.serveUDP(job)
 	for {
-		select {
-		case job = <-s.udpWork:
-			if job.q == nil {
-				return
-			}
-			s.serveUDP(job)
-		case <-s.done:
-			return
+		s.serveUDP(job)
+		job = <-s.udpWork
+		if job.q == nil {
+			return // asked to end, or udpWork closed
 		}
 	}
 }
