@@ -12,7 +12,8 @@ import (
 )
 
 // Exchange resolves q through the pool under one deadline,
-// D = now + TotalTimeout, following spec section 4: a non-blocking sweep in
+// D = arrival + TotalTimeout (arrival: when Exchange is called, or a
+// WireQuery's Arrival), following spec section 4: a non-blocking sweep in
 // priority order, failover after peer faults, a blocking wait on every
 // saturated eligible upstream at once only when none has a free slot, and a
 // second pass that probes backed-off upstreams. It runs on the caller's
@@ -30,19 +31,26 @@ func (p *Pool) Exchange(ctx context.Context, q *dns.Msg, trail []Attempt) Result
 
 // ExchangeWire is Exchange on the byte path: upstreams whose transport is a
 // wire.RawExchanger are sent q.Packed and may answer with bytes in q.Buf
-// (Result.Raw); the others exchange q.Msg. Everything else, the deadline,
-// the order, the classification and the attribution, is Exchange's.
+// (Result.Raw); the others exchange q.Msg. The deadline counts from
+// q.Arrival when it is set. Everything else, the order, the classification
+// and the attribution, is Exchange's.
 func (p *Pool) ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []Attempt) Result {
 	return p.exchange(ctx, q.Msg, q, trail)
 }
 
 func (p *Pool) exchange(ctx context.Context, q *dns.Msg, wq *wire.WireQuery, trail []Attempt) Result {
+	now := time.Now()
+	arrival := now
+	if wq != nil && !wq.Arrival.IsZero() {
+		arrival = wq.Arrival
+	}
 	d := dispatch{
 		pool:     p,
 		ctx:      ctx,
 		q:        q,
 		wq:       wq,
-		deadline: time.Now().Add(p.policy.TotalTimeout),
+		deadline: arrival.Add(p.policy.TotalTimeout),
+		now:      now,
 		res:      Result{Upstream: -1, Attempts: trail[:0]},
 	}
 	d.run()
@@ -60,10 +68,16 @@ type dispatch struct {
 	q        *dns.Msg
 	wq       *wire.WireQuery // the byte path's query, or nil
 	deadline time.Time
-	tried    uint64 // upstreams attempted: each at most once per query
-	skipped  uint64 // upstreams skipped for backoff in pass one: pass two's probes
-	passTwo  bool
-	res      Result
+	// now is the clock as last read, which is after the last step that
+	// could block (the call, a slot wait, an attempt): the steps in
+	// between only take slots without blocking and read health, so they
+	// share it, and a query that is answered at once reads the clock
+	// twice, when it enters the pool and when its attempt ends.
+	now     time.Time
+	tried   uint64 // upstreams attempted: each at most once per query
+	skipped uint64 // upstreams skipped for backoff in pass one: pass two's probes
+	passTwo bool
+	res     Result
 }
 
 func (d *dispatch) run() {
@@ -97,7 +111,7 @@ func (d *dispatch) run() {
 		i := bits.TrailingZeros64(m)
 		u := d.pool.upstreams[i]
 		trial := false
-		if u.eligibility(time.Now()) == HalfOpen {
+		if u.eligibility(d.now) == HalfOpen {
 			// A half-open upstream belongs to its one trial query.
 			if !u.trial.CompareAndSwap(false, true) {
 				continue
@@ -125,7 +139,7 @@ func (d *dispatch) run() {
 // upstream is passed over while another has capacity; the next sweep tries
 // it again. trial says the query holds the upstream's half-open trial.
 func (d *dispatch) sweep() (i int, trial, ok bool) {
-	now := time.Now()
+	now := d.now
 	for i, u := range d.pool.upstreams {
 		bit := uint64(1) << i
 		if d.tried&bit != 0 {
@@ -155,7 +169,7 @@ func (d *dispatch) sweep() (i int, trial, ok bool) {
 // saturated returns the untried upstreams that are eligible without a
 // trial: the ones a blocked query may wait on.
 func (d *dispatch) saturated() uint64 {
-	now := time.Now()
+	now := d.now
 	var m uint64
 	for i, u := range d.pool.upstreams {
 		if d.tried&(1<<i) == 0 && u.eligibility(now) == Healthy {
@@ -197,6 +211,7 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 		ans.Msg, err = u.transport.Exchange(actx, d.q)
 	}
 	end := time.Now()
+	d.now = end
 	expired := err != nil && (actx.Err() == context.DeadlineExceeded || !end.Before(expiry))
 	u.release()
 	released = true
@@ -204,15 +219,15 @@ func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
 }
 
 // begin is an attempt's head: the post-admission health recheck and the
-// last deadline check, one clock read serving both (nothing happens in
-// between). With ok it returns the attempt's start and expiry, the expiry
+// last deadline check, both at d.now, the clock as read after the last step
+// that could block (nothing that waits happens in between). With ok it returns the attempt's start and expiry, the expiry
 // truncated to the query's deadline when that comes first. Otherwise the
 // slot (and the trial) went back, and over says whether the query is over.
 func (d *dispatch) begin(i int, probe, trial bool) (start, expiry time.Time, truncated, ok, over bool) {
 	u := d.pool.upstreams[i]
 	d.tried |= 1 << i
 
-	start = time.Now()
+	start = d.now
 	el := u.eligibility(start)
 	if !probe && el != Healthy || trial && !d.passTwo && el == BackedOff {
 		// It entered backoff while we waited: give the slot back, let the

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/nxdnsd/nxdnsd/wire"
+
 	"context"
 	"errors"
 	"slices"
@@ -323,7 +325,8 @@ func TestNoAttemptAfterTheDeadline(t *testing.T) {
 		if !u.tryAcquire() {
 			t.Fatal("no slot")
 		}
-		d := dispatch{pool: pool, ctx: t.Context(), q: query(), deadline: time.Now(), res: Result{Upstream: -1}}
+		now := time.Now()
+		d := dispatch{pool: pool, ctx: t.Context(), q: query(), deadline: now, now: now, res: Result{Upstream: -1}}
 		if over := d.attempt(0, false, false); !over {
 			t.Fatal("the query went on past its deadline")
 		}
@@ -393,6 +396,26 @@ func TestTwoStallingUpstreamsCostOneBudget(t *testing.T) {
 		}
 		if fakes[2].calls.Load() != 0 {
 			t.Error("u2 was attempted after the deadline")
+		}
+	})
+}
+
+// The deadline counts from the query's arrival when the caller read the
+// clock then: a query that arrived 4 s ago has 1 s of the 5 s budget left.
+func TestDeadlineCountsFromArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
+		start := time.Now()
+		wq := &wire.WireQuery{Msg: query(), Arrival: start.Add(-4 * time.Second)}
+		r := pool.ExchangeWire(t.Context(), wq, nil)
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("took %v, want the 1s left of the budget", d)
+		}
+		if got, want := outcomes(r), []string{"u0:censored"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != -1 {
+			t.Errorf("got err=%v upstream=%d, want budget exhausted with nobody attributed", r.Err, r.Upstream)
 		}
 	})
 }

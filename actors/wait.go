@@ -17,15 +17,16 @@ import (
 // Every call that actually waits counts once in the queued counters,
 // whatever ends it.
 func (d *dispatch) wait(mask uint64) (int, error) {
-	remaining := time.Until(d.deadline)
+	start := d.now // nothing has blocked since it was read
+	remaining := d.deadline.Sub(start)
 	if remaining <= 0 {
 		return -1, ErrBudgetExhausted
 	}
 	p := d.pool
-	start := time.Now()
 	p.queued.Add(1)
 	defer func() {
-		w := time.Since(start)
+		d.now = time.Now()
+		w := d.now.Sub(start)
 		d.res.Queued += w
 		p.queuedNanos.Add(int64(w))
 	}()

@@ -33,6 +33,7 @@ func (h *Handler) fromPool(ctx context.Context, r *request, e *Entry, s *scratch
 	var res actors.Result
 	wq := h.wireQuery(r, s, buf)
 	if wq != nil {
+		wq.Arrival = e.Time // the query's arrival, when ServeInto read the clock
 		res = h.wire.ExchangeWire(ctx, wq, s.trail[:0])
 	} else {
 		res = h.pool.Exchange(ctx, &r.msg, s.trail[:0])

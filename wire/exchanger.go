@@ -5,6 +5,7 @@ package wire
 
 import (
 	"context"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -49,6 +50,11 @@ type WireQuery struct {
 	// be at least ClientUDPSize(Msg), or the exchanger uses a buffer of its
 	// own and answers with Msg.
 	Buf []byte
+
+	// Arrival, when set, is when the client's query arrived, as read by
+	// a caller that already had the clock: the pool's deadline counts
+	// from it. Zero: from when the pool is called.
+	Arrival time.Time
 }
 
 // Answer is a RawExchanger's answer: Raw when the upstream's bytes can go
