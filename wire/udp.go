@@ -71,7 +71,7 @@ type udpSock struct {
 	ids     map[uint16]*udpWait // every ID used on it: the exchange waiting, or nil once it ended (never reused)
 	live    int                 // exchanges waiting
 	retired bool                // takes no new exchange; closed when live is 0
-	armed   time.Time           // the read deadline set on conn, the earliest wake of its lazy waits; zero: none
+	armed   time.Time           // the read deadline set on conn: the earliest deadline of its lazy waits or their next poll; zero: none
 }
 
 // udpWait is one exchange waiting for its answer. The reader writes into
@@ -79,12 +79,12 @@ type udpSock struct {
 // nil), under the transport's lock, and then signals ready; the exchange
 // reads n, err and buf after ready, which orders them after the writes.
 type udpWait struct {
-	buf   []byte        // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
-	n     int           // the datagram's length once delivered
-	err   error         // a socket or context error delivered instead of a datagram
-	ready chan struct{} // capacity 1: signalled on delivery
-	lazy  LazyContext   // the exchange's context when the reader bounds its wait (see expire); else nil
-	wake  time.Time     // with lazy: when the reader next looks at it, its deadline or the next cancellation poll
+	buf      []byte        // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
+	n        int           // the datagram's length once delivered
+	err      error         // a socket or context error delivered instead of a datagram
+	ready    chan struct{} // capacity 1: signalled on delivery
+	lazy     LazyContext   // the exchange's context when the reader bounds its wait (see expire); else nil
+	deadline time.Time     // with lazy: its deadline, zero for none
 }
 
 // NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
@@ -250,9 +250,14 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 			s.ids[id] = w
 			s.live++
 			if w.lazy != nil {
-				w.wake = nextPoll(w.lazy, time.Now())
-				if s.armed.IsZero() || w.wake.Before(s.armed) {
-					s.arm(w.wake)
+				w.deadline, _ = w.lazy.Deadline()
+				switch {
+				case s.armed.IsZero():
+					// The reader sleeps without a deadline: wake it
+					// for this wait's deadline or first poll.
+					s.arm(nextPoll(w.lazy, time.Now()))
+				case !w.deadline.IsZero() && w.deadline.Before(s.armed):
+					s.arm(w.deadline)
 				}
 			}
 			return s, id, nil
@@ -336,31 +341,30 @@ func (u *UDP) read(s *udpSock) {
 	}
 }
 
-// expire is s's reader waking at the deadline it was armed with: every
-// lazy wait on s whose context has ended (its deadline passed, or its
-// parent cancelled) gets the context's error; the rest are looked at again
-// at their deadline or next cancellation poll, whichever is first. Waits
-// end exactly at their deadline, as a timer of their own would end them,
-// and notice a cancellation within cancelPoll.
+// expire is s's reader waking at the time it was armed for: every lazy
+// wait on s whose context has ended (its deadline passed, or its parent
+// was cancelled) gets the context's error, and the reader is armed again
+// for the earliest deadline of the others or the next cancellation poll,
+// whichever is first. Waits end at their deadline, as a timer of their own
+// would end them, and notice a cancellation within cancelPoll.
 func (u *UDP) expire(s *udpSock) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	now := time.Now()
 	var next time.Time
 	for _, w := range s.ids {
 		if w == nil || w.lazy == nil || w.n != 0 || w.err != nil {
 			continue
 		}
-		if !now.Before(w.wake) { // due; a wait that registered since the reader woke may not be
-			if err := w.lazy.Err(); err != nil {
-				w.err = err
-				w.ready <- struct{}{}
-				continue
-			}
-			w.wake = nextPoll(w.lazy, now)
+		if err := w.lazy.Err(); err != nil {
+			w.err = err
+			w.ready <- struct{}{}
+			continue
 		}
-		if next.IsZero() || w.wake.Before(next) {
-			next = w.wake
+		if next.IsZero() {
+			next = time.Now().Add(cancelPoll)
+		}
+		if !w.deadline.IsZero() && w.deadline.Before(next) {
+			next = w.deadline
 		}
 	}
 	s.arm(next)
@@ -402,7 +406,7 @@ func (u *UDP) putWait(w *udpWait) {
 	case <-w.ready:
 	default:
 	}
-	w.buf, w.n, w.err, w.lazy, w.wake = nil, 0, nil, nil, time.Time{}
+	w.buf, w.n, w.err, w.lazy, w.deadline = nil, 0, nil, nil, time.Time{}
 	u.waits.Put(w)
 }
 
