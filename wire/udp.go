@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -68,10 +67,9 @@ const udpSocketBuffer = 1 << 20
 // udpSock is one connected socket of a UDP transport.
 type udpSock struct {
 	conn    net.Conn
-	ids     map[uint16]*udpWait // every ID used on it: the exchange waiting, or nil once it ended (never reused)
-	live    int                 // exchanges waiting
-	retired bool                // takes no new exchange; closed when live is 0
-	armed   time.Time           // the read deadline set on conn: the earliest deadline of its lazy waits or their next poll; zero: none
+	ids     udpIDs    // every ID used on it (never reused), and the exchanges waiting
+	retired bool      // takes no new exchange; closed when none waits
+	armed   time.Time // the read deadline set on conn: the earliest deadline of its lazy waits or their next poll; zero: none
 }
 
 // udpWait is one exchange waiting for its answer. The reader writes into
@@ -222,7 +220,7 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 		return nil, 0, fmt.Errorf("exchanging with %s: %w", u.label, net.ErrClosed)
 	}
 	s := u.cur
-	if s == nil || s.retired || len(s.ids) >= u.socketIDs {
+	if s == nil || s.retired || s.ids.count >= u.socketIDs {
 		if s != nil {
 			u.retire(s)
 		}
@@ -238,31 +236,25 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 			// room for a burst (the kernel caps it at net.core.rmem_max).
 			_ = uc.SetReadBuffer(udpSocketBuffer)
 		}
-		s = &udpSock{conn: nc, ids: make(map[uint16]*udpWait)}
+		s = &udpSock{conn: nc}
 		u.cur = s
 		u.socks[s] = struct{}{}
 		u.readers.Add(1)
 		go u.read(s)
 	}
-	for {
-		id := uint16(rand.Uint32())
-		if _, used := s.ids[id]; !used {
-			s.ids[id] = w
-			s.live++
-			if w.lazy != nil {
-				w.deadline, _ = w.lazy.Deadline()
-				switch {
-				case s.armed.IsZero():
-					// The reader sleeps without a deadline: wake it
-					// for this wait's deadline or first poll.
-					s.arm(nextPoll(w.lazy, time.Now()))
-				case !w.deadline.IsZero() && w.deadline.Before(s.armed):
-					s.arm(w.deadline)
-				}
-			}
-			return s, id, nil
+	id := s.ids.add(w)
+	if w.lazy != nil {
+		w.deadline, _ = w.lazy.Deadline()
+		switch {
+		case s.armed.IsZero():
+			// The reader sleeps without a deadline: wake it for this
+			// wait's deadline or first poll.
+			s.arm(nextPoll(w.lazy, time.Now()))
+		case !w.deadline.IsZero() && w.deadline.Before(s.armed):
+			s.arm(w.deadline)
 		}
 	}
+	return s, id, nil
 }
 
 // arm has s's reader wake at t (zero: never) to look at its lazy waits.
@@ -277,9 +269,8 @@ func (s *udpSock) arm(t time.Time) {
 // this socket; a retired socket whose last exchange this was is closed.
 func (u *UDP) unregister(s *udpSock, id uint16, w *udpWait) {
 	u.mu.Lock()
-	s.ids[id] = nil
-	s.live--
-	closing := s.retired && s.live == 0
+	s.ids.remove(id)
+	closing := s.retired && s.ids.live == 0
 	if closing {
 		delete(u.socks, s)
 	}
@@ -297,7 +288,7 @@ func (u *UDP) retire(s *udpSock) {
 	if u.cur == s {
 		u.cur = nil
 	}
-	if s.live == 0 {
+	if s.ids.live == 0 {
 		delete(u.socks, s)
 		_ = s.conn.Close()
 	}
@@ -332,7 +323,7 @@ func (u *UDP) read(s *udpSock) {
 		}
 		id := binary.BigEndian.Uint16(buf)
 		u.mu.Lock()
-		w := s.ids[id]
+		w := s.ids.get(id)
 		if w != nil && w.n == 0 && w.err == nil {
 			w.n = copy(w.buf[:cap(w.buf)], buf[:n])
 			w.ready <- struct{}{}
@@ -351,7 +342,8 @@ func (u *UDP) expire(s *udpSock) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var next time.Time
-	for _, w := range s.ids {
+	for _, e := range s.ids.table {
+		w := e.w
 		if w == nil || w.lazy == nil || w.n != 0 || w.err != nil {
 			continue
 		}
@@ -379,8 +371,8 @@ func (u *UDP) fail(s *udpSock, err error, retire bool) {
 }
 
 func (u *UDP) failLocked(s *udpSock, err error, retire bool) {
-	for _, w := range s.ids {
-		if w != nil && w.n == 0 && w.err == nil {
+	for _, e := range s.ids.table {
+		if w := e.w; w != nil && w.n == 0 && w.err == nil {
 			w.err = err
 			w.ready <- struct{}{}
 		}
