@@ -19,7 +19,7 @@ const (
 	// allocations per query (issue 6). BenchmarkServeThroughPool and
 	// TestForwardingPathAllocations measure the path alone; here the whole
 	// process is measured, which adds what is no query's: sync.Pool refills
-	// after each GC, workers and their tickers, the runtime's own. That is
+	// after each GC, workers started after a reap, the runtime's own. That is
 	// allowed processSlack per query on top.
 	maxAllocsPerQuery = 2
 	processSlack      = 0.05
