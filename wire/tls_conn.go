@@ -188,10 +188,8 @@ func (c *dotConn) newIDLocked() uint16 {
 // short would corrupt the stream every exchange on c shares. sent reports
 // whether the write began.
 func (c *dotConn) write(ctx context.Context, frame []byte) (sent bool, err error) {
-	select {
-	case c.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return false, ctx.Err()
+	if err := c.turn(ctx); err != nil {
+		return false, err
 	}
 	defer func() { <-c.wsem }()
 	if err := ctx.Err(); err != nil {
@@ -204,6 +202,41 @@ func (c *dotConn) write(ctx context.Context, frame []byte) (sent bool, err error
 	_ = c.conn.SetWriteDeadline(deadline) // fails only on a closed connection; Write reports it
 	_, err = c.conn.Write(frame)
 	return true, err
+}
+
+// turn waits until c's write turn is the caller's (wsem taken) or ctx
+// ends. A LazyContext is not asked for Done, which would arm it: the turn
+// is taken at once when free, as it almost always is, and otherwise
+// waited for with a timer of the transport's that polls Err.
+func (c *dotConn) turn(ctx context.Context) error {
+	if _, lazy := ctx.(LazyContext); !lazy {
+		select {
+		case c.wsem <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case c.wsem <- struct{}{}:
+		return nil
+	default:
+	}
+	now := time.Now()
+	tm := c.t.timers.Get(nextPoll(ctx, now).Sub(now))
+	defer c.t.timers.Put(tm)
+	for {
+		select {
+		case c.wsem <- struct{}{}:
+			return nil
+		case <-tm.C:
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			now := time.Now()
+			tm.Reset(nextPoll(ctx, now).Sub(now))
+		}
+	}
 }
 
 // read is c's reader goroutine: it hands each answer to the exchange with

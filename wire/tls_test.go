@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -222,5 +223,33 @@ func TestTLSConnectionRefused(t *testing.T) {
 	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
+	}
+}
+
+// The write turn of a DoT connection is waited for without asking a
+// LazyContext for Done (which would arm it): taken at once when free,
+// given up with the context's error when it ends, taken when released.
+func TestDoTWriteTurnUnderALazyContext(t *testing.T) {
+	t.Parallel()
+	c := &dotConn{t: &TLS{}, wsem: make(chan struct{}, 1)}
+	first := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
+	if err := c.turn(first); err != nil {
+		t.Fatalf("free turn: %v", err)
+	}
+	expiring := &lazyCtx{Context: ctxWithin(t, expiryTimeout)}
+	if err := c.turn(expiring); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("turn held for longer than the context: %v, want context.DeadlineExceeded", err)
+	}
+	waiting := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
+	got := make(chan error, 1)
+	go func() { got <- c.turn(waiting) }()
+	<-c.wsem // the first holder is done writing
+	if err := <-got; err != nil {
+		t.Fatalf("turn released: %v", err)
+	}
+	for name, ctx := range map[string]*lazyCtx{"first": first, "expiring": expiring, "waiting": waiting} {
+		if n := ctx.doneCalls.Load(); n != 0 {
+			t.Errorf("%s: Done called %d times on a LazyContext, want 0", name, n)
+		}
 	}
 }
