@@ -56,13 +56,13 @@ func runBurst(ctx context.Context, c runConfig, dir string, s scenario) (*burst,
 	if s.Flip {
 		initial = fake.Mode{}
 	}
-	primary, secondary, err := startFakes(c, initial)
+	primary, secondary, err := startFakes(c, initial, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer primary.Close()
 	defer secondary.Close()
-	conf, err := newDaemonConf(primary, secondary, s.PrimarySlots)
+	conf, err := newDaemonConf(primary, secondary, s.PrimarySlots, "")
 	if err != nil {
 		return nil, err
 	}

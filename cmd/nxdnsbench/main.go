@@ -3,7 +3,8 @@
 //
 //	nxdnsbench run  [flags]   the whole benchmark: throughput against a fake
 //	                          upstream and through nxdnsd (dnsperf), latency
-//	                          percentiles, four fault bursts; one table
+//	                          percentiles, four fault bursts; one table;
+//	                          -dot adds a run with DNS-over-TLS upstreams
 //	nxdnsbench fake [flags]   a fast fake upstream on UDP and TCP; SIGUSR1
 //	                          switches it to blackhole, SIGUSR2 back to answer
 //	nxdnsbench load [flags]   the Go load client: N queries, C in flight,

@@ -2,9 +2,12 @@ package main
 
 import (
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nxdnsd/nxdnsd/cmd/nxdnsbench/fake"
 	"github.com/nxdnsd/nxdnsd/config"
 )
 
@@ -63,6 +66,102 @@ func TestDaemonConfIsValid(t *testing.T) {
 	if len(cfg.Upstreams) != 2 || cfg.Upstreams[0].Slots != 20 || cfg.Upstream.AttemptTimeoutMS != 2500 ||
 		cfg.Upstream.TotalTimeoutMS != 5000 || cfg.Server.Listen[0] != "127.0.0.1:5301" {
 		t.Fatalf("loaded %+v", cfg)
+	}
+}
+
+// TestDoTDaemonConf checks the DoT row's configuration against nxdnsd's own
+// loader: the shipped upstream settings, each upstream
+// tls://dns.test:PORT pinned to the fake's IP and trusting the run's CA
+// file, which the loader reads.
+func TestDoTDaemonConf(t *testing.T) {
+	t.Parallel()
+	serverTLS, caFile, err := newTestCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(caFile) {
+		t.Fatalf("CA file %q is relative: nxdnsd would resolve it against the configuration's directory", caFile)
+	}
+	primary, secondary, err := startFakes(runConfig{sockets: 1}, fake.Mode{}, serverTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close()
+	defer secondary.Close()
+	conf, err := newDaemonConf(primary, secondary, 32, caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := conf.toml()
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if cfg.Upstream.AttemptTimeoutMS != 2500 || cfg.Upstream.TotalTimeoutMS != 5000 || len(cfg.Upstreams) != 2 {
+		t.Fatalf("loaded %+v\n%s", cfg, text)
+	}
+	for i, f := range []*fake.Server{primary, secondary} {
+		u := cfg.Upstreams[i]
+		want := "tls://dns.test:" + strings.TrimPrefix(f.TLSAddr().String(), "127.0.0.1:")
+		if u.Address != want || u.IP != "127.0.0.1" || u.CAFile != caFile || u.Slots != 32 || (u.Enabled != nil && !*u.Enabled) {
+			t.Errorf("upstreams[%d] = %+v, want address %s, ip 127.0.0.1, ca_file %s, 32 slots\n%s", i, u, want, caFile, text)
+		}
+	}
+
+	// Without DoT fakes there is no DoT configuration.
+	plain, err := fake.Start(fake.Config{Addr: "127.0.0.1:0", Sockets: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := newDaemonConf(plain, plain, 32, caFile); err == nil {
+		t.Error("a DoT configuration for fakes that serve no DoT")
+	}
+}
+
+// TestReportDoTRow renders a report with a DoT row: its own line in the
+// throughput table, its CPU and allocation figures, and no threshold.
+func TestReportDoTRow(t *testing.T) {
+	t.Parallel()
+	perf := func(qps float64) *perfResult {
+		return &perfResult{Sent: int(qps * 5), Completed: int(qps * 5), QPS: qps,
+			RunTime: 5 * time.Second, Wall: 5 * time.Second, CPU: 2 * time.Second,
+			MeanLatency: time.Millisecond, MaxLatency: 10 * time.Millisecond}
+	}
+	nx := func(qps float64, allocs float64) *nxRun {
+		return &nxRun{perf: perf(qps), fakeCPU: time.Second, nxCPU: 3 * time.Second, peakRSS: 20 << 20,
+			allocsPerQuery: allocs, scrapeAllocs: 300}
+	}
+	r := report{
+		machine: machine{CPUs: 2, Started: time.Now()},
+		cfg:     runConfig{perf: perfParams{Duration: 5 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1000, dot: true},
+		throughput: &throughput{
+			ceiling: perf(200_000),
+			nx:      nx(80_000, 1.5),
+			dot:     &dotRun{nxRun: nx(50_000, 4.25), fakeStats: fake.Stats{Queries: 250_000, Answers: 250_000, TLSConns: 2}, wall: 7 * time.Second},
+		},
+	}
+	md := r.markdown()
+	for _, want := range []string{
+		"| dnsperf → nxdnsd → fake (DoT) | 50,000 | 0.25 | 250,000 | 0 |",
+		"; DoT run dnsperf 8.0 µs, fakes 4.0 µs, nxdnsd 12.0 µs.",
+		"With DoT upstreams: 4.25 per query",
+		"on 2 TLS connections",
+		"took 7s",
+		"- info (no threshold): DoT upstreams: ratio to the same-run ceiling 0.250, heap allocations per query 4.25",
+		"tls://dns.test:PORT",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "- FAIL") + strings.Count(md, "- pass"); n != 3 {
+		t.Errorf("%d checks, want the UDP row's 3 alone:\n%s", n, md)
+	}
+
+	r.throughput.dot, r.cfg.dot = nil, false
+	if md := r.markdown(); strings.Contains(md, "DoT") {
+		t.Errorf("a report without -dot mentions DoT:\n%s", md)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nxdnsd/nxdnsd/cmd/nxdnsbench/fake"
 	"github.com/nxdnsd/nxdnsd/cmd/nxdnsbench/load"
 )
 
@@ -49,6 +50,11 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- load average (1, 5, 15 min) before: %s, after: %s; whole run %v\n",
 		m.LoadStart, m.LoadEnd, r.wall.Round(time.Second))
 	fmt.Fprintf(&b, "- nxdnsd: shipped defaults (attempt 2500 ms, total 5000 ms), two plain-UDP upstreams, both in-process fakes of nxdnsbench on loopback\n")
+	if t := r.throughput; t != nil && t.dot != nil {
+		fmt.Fprintf(&b, "- DoT row: a second nxdnsd, the same settings, its two upstreams the same fakes over DNS over TLS "+
+			"(`tls://%s:PORT`, `ip = \"127.0.0.1\"`, `ca_file` a throwaway ECDSA P-256 CA of the run's); dnsperf still asks nxdnsd over UDP\n",
+			fake.TLSName)
+	}
 	if t := r.throughput; t != nil {
 		r.writeThroughput(&b, t)
 	}
@@ -76,7 +82,10 @@ func (r *report) writeThroughput(b *strings.Builder, t *throughput) {
 			cpuPct(mc.SoftIRQ, p.Wall), cpuPct(others, p.Wall), rss)
 	}
 	row("ceiling: dnsperf → fake", t.ceiling, t.ceilFakeCPU, 0, t.ceilMachine, "–")
-	row("dnsperf → nxdnsd → fake", t.nxdnsd, t.nxFakeCPU, t.nxCPU, t.nxMachine, mib(t.peakRSS))
+	row("dnsperf → nxdnsd → fake", t.nx.perf, t.nx.fakeCPU, t.nx.nxCPU, t.nx.machine, mib(t.nx.peakRSS))
+	if d := t.dot; d != nil {
+		row("dnsperf → nxdnsd → fake (DoT)", d.perf, d.fakeCPU, d.nxCPU, d.machine, mib(d.peakRSS))
+	}
 	fmt.Fprintf(b, "\nCPU is %% of one core over dnsperf's whole run (%d cores: %d %% in all); the fakes run inside nxdnsbench; "+
 		"softirq is the kernel's packet delivery on loopback, charged to no process; others is the rest of the "+
 		"machine's busy time (/proc/stat): other processes.\n", r.machine.CPUs, 100*r.machine.CPUs)
@@ -86,19 +95,34 @@ func (r *report) writeThroughput(b *strings.Builder, t *throughput) {
 		}
 		return fmt.Sprintf("%.1f µs", float64(cpu)/float64(time.Microsecond)/float64(p.Completed))
 	}
-	fmt.Fprintf(b, "\nCPU per answered query: ceiling run dnsperf %s, fake %s; nxdnsd run dnsperf %s, fakes %s, nxdnsd %s.\n",
+	fmt.Fprintf(b, "\nCPU per answered query: ceiling run dnsperf %s, fake %s; nxdnsd run dnsperf %s, fakes %s, nxdnsd %s",
 		perQuery(t.ceiling.CPU, t.ceiling), perQuery(t.ceilFakeCPU, t.ceiling),
-		perQuery(t.nxdnsd.CPU, t.nxdnsd), perQuery(t.nxFakeCPU, t.nxdnsd), perQuery(t.nxCPU, t.nxdnsd))
-	if t.allocsPerQuery >= 0 {
+		perQuery(t.nx.perf.CPU, t.nx.perf), perQuery(t.nx.fakeCPU, t.nx.perf), perQuery(t.nx.nxCPU, t.nx.perf))
+	if d := t.dot; d != nil {
+		fmt.Fprintf(b, "; DoT run dnsperf %s, fakes %s, nxdnsd %s",
+			perQuery(d.perf.CPU, d.perf), perQuery(d.fakeCPU, d.perf), perQuery(d.nxCPU, d.perf))
+	}
+	b.WriteString(".\n")
+	if t.nx.allocsPerQuery >= 0 {
 		fmt.Fprintf(b, "\nnxdnsd heap allocations per query under dnsperf: %.2f (go_memstats_mallocs_total on its admin /metrics, whole process; the scrape that reads it, %d allocations measured while idle, left out).\n",
-			t.allocsPerQuery, t.scrapeAllocs)
+			t.nx.allocsPerQuery, t.nx.scrapeAllocs)
 	} else {
 		fmt.Fprintf(b, "\nnxdnsd heap allocations per query: not measured (its admin endpoint serves no go_memstats_mallocs_total).\n")
 	}
+	if d := t.dot; d != nil && d.allocsPerQuery >= 0 {
+		fmt.Fprintf(b, "With DoT upstreams: %.2f per query, measured alike (%d allocations per scrape left out).\n",
+			d.allocsPerQuery, d.scrapeAllocs)
+	}
 
 	fs := t.fakeStats
-	fmt.Fprintf(b, "\nThe primary fake read %s queries and answered %s (%d dropped) over both runs.\n",
+	fmt.Fprintf(b, "\nThe primary fake read %s queries and answered %s (%d dropped) over the ceiling and UDP runs.\n",
 		thousands(float64(fs.Queries)), thousands(float64(fs.Answers)), fs.Dropped)
+	if d := t.dot; d != nil {
+		ds := d.fakeStats
+		fmt.Fprintf(b, "In the DoT run it read %s queries on %d TLS connections and answered %s (%d dropped); "+
+			"the DoT pass (nxdnsd's start, dnsperf, its stop) took %v.\n",
+			thousands(float64(ds.Queries)), ds.TLSConns, thousands(float64(ds.Answers)), ds.Dropped, d.wall.Round(100*time.Millisecond))
+	}
 	if t.profile != "" {
 		fmt.Fprintf(b, "nxdnsd's perf profile under dnsperf: `perf report -i %s`.\n", t.profile)
 	}
@@ -145,14 +169,22 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		fmt.Fprintf(b, "- %s: %s\n", mark, fmt.Sprintf(format, a...))
 	}
 	if t := r.throughput; t != nil {
-		ratio := t.nxdnsd.QPS / t.ceiling.QPS
+		ratio := t.nx.perf.QPS / t.ceiling.QPS
 		check(ratio > targetRatio, "ratio to the same-run ceiling %.3f > %.2f", ratio, targetRatio)
-		if t.allocsPerQuery >= 0 {
-			check(t.allocsPerQuery <= maxAllocsPerQuery+processSlack,
+		if t.nx.allocsPerQuery >= 0 {
+			check(t.nx.allocsPerQuery <= maxAllocsPerQuery+processSlack,
 				"heap allocations per forwarded query, whole process, %.2f <= %d (+ %.2f the process's own; the path alone: BenchmarkServeThroughPool)",
-				t.allocsPerQuery, maxAllocsPerQuery, processSlack)
+				t.nx.allocsPerQuery, maxAllocsPerQuery, processSlack)
 		}
-		check(t.peakRSS < maxPeakRSS, "peak RSS under the throughput load %s < %s", mib(t.peakRSS), mib(maxPeakRSS))
+		check(t.nx.peakRSS < maxPeakRSS, "peak RSS under the throughput load %s < %s", mib(t.nx.peakRSS), mib(maxPeakRSS))
+		if d := t.dot; d != nil {
+			allocs := "not measured"
+			if d.allocsPerQuery >= 0 {
+				allocs = fmt.Sprintf("%.2f", d.allocsPerQuery)
+			}
+			fmt.Fprintf(b, "- info (no threshold): DoT upstreams: ratio to the same-run ceiling %.3f, heap allocations per query %s, peak RSS %s\n",
+				d.perf.QPS/t.ceiling.QPS, allocs, mib(d.peakRSS))
+		}
 	}
 	for _, x := range r.bursts {
 		check(x.answeredPct() == 100, "%s: %.1f %% answered", x.Name, x.answeredPct())

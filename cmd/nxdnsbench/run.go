@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ type runConfig struct {
 	latencyInFlight int
 
 	throughput, bursts bool
+	dot                bool // also dnsperf through nxdnsd with DoT upstreams
 	burstQueries       int
 	burstInFlight      int
 	burstTimeout       time.Duration
@@ -53,6 +55,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.latency, "latency", 3*time.Second, "load-client run per target for latency percentiles (0 skips)")
 	fs.IntVar(&c.latencyInFlight, "latency-inflight", 100, "load-client queries in flight for the percentiles")
 	fs.BoolVar(&c.throughput, "throughput", true, "measure throughput and latency")
+	fs.BoolVar(&c.dot, "dot", false, "with -throughput: one more dnsperf run, through nxdnsd with the fakes as DNS-over-TLS upstreams")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
 	fs.IntVar(&c.burstQueries, "burst-queries", 2000, "queries per fault burst")
 	fs.IntVar(&c.burstInFlight, "burst-inflight", 200, "queries in flight in a fault burst")
@@ -161,29 +164,60 @@ func buildNxdnsd(ctx context.Context, dir, rev string) (string, error) {
 
 // throughput is the first half of the report: the same dnsperf load straight
 // at a fake upstream (the ceiling) and through nxdnsd, then the load
-// client's percentiles against both.
+// client's percentiles against both; with -dot, the dnsperf load once more
+// through a second nxdnsd that forwards over DNS over TLS.
 type throughput struct {
-	ceiling, nxdnsd        *perfResult
-	ceilFakeCPU, nxFakeCPU time.Duration // the in-process fakes' CPU time in each run
-	ceilMachine, nxMachine cpuSplit      // the whole machine's CPU time in each run
-	nxCPU                  time.Duration // nxdnsd's CPU time during its run
-	peakRSS                int64         // nxdnsd's VmHWM right after its dnsperf run
-	peakRSSAfter           int64         // ... and after the latency run too
-	allocsPerQuery         float64       // nxdnsd's heap allocations per query answered under dnsperf, one scrape's left out; -1 unknown
-	scrapeAllocs           int64         // what one /metrics scrape allocates in nxdnsd, measured idle; -1 unknown
-	latCeiling, latNxdnsd  *load.Result  // nil when skipped
-	fakeStats              fake.Stats    // the primary's counters over both dnsperf runs
-	profile                string        // the perf record file, or ""
+	ceiling               *perfResult
+	ceilFakeCPU           time.Duration // the in-process fakes' CPU time in the ceiling run
+	ceilMachine           cpuSplit      // the whole machine's CPU time in the ceiling run
+	nx                    *nxRun        // through nxdnsd, plain UDP upstreams
+	peakRSSAfter          int64         // nxdnsd's VmHWM after the latency run too
+	latCeiling, latNxdnsd *load.Result  // nil when skipped
+	fakeStats             fake.Stats    // the primary's counters over the ceiling and UDP runs
+	profile               string        // the perf record file, or ""
+	dot                   *dotRun       // nil unless -dot
 }
 
+// nxRun is one dnsperf run through nxdnsd and what it cost.
+type nxRun struct {
+	perf           *perfResult
+	fakeCPU        time.Duration // the in-process fakes' CPU time
+	machine        cpuSplit      // the whole machine's CPU time
+	nxCPU          time.Duration // nxdnsd's CPU time
+	peakRSS        int64         // nxdnsd's VmHWM right after the run
+	allocsPerQuery float64       // nxdnsd's heap allocations per query answered, one scrape's left out; -1 unknown
+	scrapeAllocs   int64         // what one /metrics scrape allocates in nxdnsd, measured idle; -1 unknown
+}
+
+// dotRun is the -dot pass: dnsperf over UDP to an nxdnsd of its own whose
+// two upstreams are the same fakes over DNS over TLS.
+type dotRun struct {
+	*nxRun
+	fakeStats fake.Stats    // the primary's counters over this run alone
+	wall      time.Duration // the whole pass: nxdnsd's start, the run, its stop
+}
+
+// caLifetime is how long the run's throwaway CA and the fakes' certificate
+// are valid: longer than any run (three dnsperf runs of at most 10 min, a
+// latency run), short enough to be worthless afterwards.
+const caLifetime = 6 * time.Hour
+
 func measureThroughput(ctx context.Context, c runConfig, dir string, progress func(string, ...any)) (*throughput, error) {
-	primary, secondary, err := startFakes(c, fake.Mode{})
+	var serverTLS *tls.Config
+	caFile := ""
+	if c.dot {
+		var err error
+		if serverTLS, caFile, err = newTestCA(dir); err != nil {
+			return nil, err
+		}
+	}
+	primary, secondary, err := startFakes(c, fake.Mode{}, serverTLS)
 	if err != nil {
 		return nil, err
 	}
 	defer primary.Close()
 	defer secondary.Close()
-	conf, err := newDaemonConf(primary, secondary, 32)
+	conf, err := newDaemonConf(primary, secondary, 32, "")
 	if err != nil {
 		return nil, err
 	}
@@ -215,38 +249,19 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		}
 		t.profile = c.perfRecord
 	}
-	// Two scrapes in a row while nxdnsd idles tell what one scrape
-	// allocates, so that the per-query figure can leave it out.
-	idle, idleOK := nx.mallocs(ctx)
-	mallocs, mallocsOK := nx.mallocs(ctx)
-	t.scrapeAllocs = -1
-	if idleOK && mallocsOK {
-		t.scrapeAllocs = int64(mallocs - idle)
-	}
-	self, mc = selfCPUTime(), machineCPU()
-	nxCPU, _ := nx.cpuTime()
-	t.nxdnsd, err = runDNSPerf(ctx, c.dnsperf, queries, nx.addr, c.perf)
-	if rec != nil {
+	t.nx, err = dnsperfThrough(ctx, c, nx, queries, func() {
+		if rec == nil {
+			return
+		}
 		if rerr := rec.wait(); rerr != nil {
 			progress("perf record: %v", rerr)
 			t.profile = ""
 		}
-	}
+	})
 	if err != nil {
 		return nil, err
 	}
-	t.nxFakeCPU, t.nxMachine = selfCPUTime()-self, machineCPU().sub(mc)
 	t.fakeStats = primary.Stats()
-	if after, err := nx.cpuTime(); err == nil {
-		t.nxCPU = after - nxCPU
-	}
-	if t.peakRSS, err = nx.peakRSS(); err != nil {
-		return nil, err
-	}
-	t.allocsPerQuery = -1
-	if after, ok := nx.mallocs(ctx); ok && t.scrapeAllocs >= 0 && t.nxdnsd.Completed > 0 {
-		t.allocsPerQuery = float64(int64(after-mallocs)-t.scrapeAllocs) / float64(t.nxdnsd.Completed)
-	}
 
 	if c.latency > 0 {
 		lc := load.Config{InFlight: c.latencyInFlight, Duration: c.latency, Timeout: 2 * time.Second}
@@ -261,17 +276,109 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		}
 	}
 	t.peakRSSAfter, _ = nx.peakRSS()
+
+	if c.dot {
+		nx.stop() // done with: the DoT nxdnsd runs alone
+		if t.dot, err = measureDoT(ctx, c, dir, queries, caFile, primary, secondary, progress); err != nil {
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
+// dnsperfThrough runs dnsperf through nxdnsd nx and measures what it cost
+// nxdnsd and the machine. done, if not nil, is called as soon as dnsperf
+// has ended, before anything else is read.
+func dnsperfThrough(ctx context.Context, c runConfig, nx *child, queries string, done func()) (*nxRun, error) {
+	r := &nxRun{scrapeAllocs: -1, allocsPerQuery: -1}
+	// Two scrapes in a row while nxdnsd idles tell what one scrape
+	// allocates, so that the per-query figure can leave it out.
+	idle, idleOK := nx.mallocs(ctx)
+	mallocs, mallocsOK := nx.mallocs(ctx)
+	if idleOK && mallocsOK {
+		r.scrapeAllocs = int64(mallocs - idle)
+	}
+	self, mc := selfCPUTime(), machineCPU()
+	nxCPU, _ := nx.cpuTime()
+	var err error
+	r.perf, err = runDNSPerf(ctx, c.dnsperf, queries, nx.addr, c.perf)
+	if done != nil {
+		done()
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.fakeCPU, r.machine = selfCPUTime()-self, machineCPU().sub(mc)
+	if after, err := nx.cpuTime(); err == nil {
+		r.nxCPU = after - nxCPU
+	}
+	if r.peakRSS, err = nx.peakRSS(); err != nil {
+		return nil, err
+	}
+	if after, ok := nx.mallocs(ctx); ok && r.scrapeAllocs >= 0 && r.perf.Completed > 0 {
+		r.allocsPerQuery = float64(int64(after-mallocs)-r.scrapeAllocs) / float64(r.perf.Completed)
+	}
+	return r, nil
+}
+
+// measureDoT is the -dot pass: a fresh nxdnsd with the shipped upstream
+// settings but the fakes' DoT listeners as its upstreams, trusting caFile,
+// and the same dnsperf run through it.
+func measureDoT(ctx context.Context, c runConfig, dir, queries, caFile string, primary, secondary *fake.Server,
+	progress func(string, ...any)) (*dotRun, error) {
+	start := time.Now()
+	conf, err := newDaemonConf(primary, secondary, 32, caFile)
+	if err != nil {
+		return nil, err
+	}
+	nx, err := startChild(ctx, c.nxdnsd, dir, "throughput-dot", conf)
+	if err != nil {
+		return nil, err
+	}
+	defer nx.stop()
+	progress("DoT: dnsperf %s -> nxdnsd %s -> fake upstreams over DNS over TLS (%s, %s)",
+		c.perf, nx.addr, primary.TLSAddr(), secondary.TLSAddr())
+	before := primary.Stats()
+	r, err := dnsperfThrough(ctx, c, nx, queries, nil)
+	if err != nil {
+		return nil, err
+	}
+	d := &dotRun{nxRun: r, fakeStats: primary.Stats().Sub(before)}
+	nx.stop()
+	d.wall = time.Since(start)
+	return d, nil
+}
+
+// newTestCA makes the run's throwaway CA, writes its certificate to
+// dir/ca.pem for nxdnsd's ca_file and returns the fakes' server
+// configuration: a certificate for fake.TLSName and 127.0.0.1.
+func newTestCA(dir string) (*tls.Config, string, error) {
+	ca, err := fake.NewCA(caLifetime)
+	if err != nil {
+		return nil, "", err
+	}
+	conf, err := ca.ServerConfig(fake.TLSName, "127.0.0.1")
+	if err != nil {
+		return nil, "", err
+	}
+	path, err := filepath.Abs(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(path, ca.PEM(), 0o644); err != nil {
+		return nil, "", err
+	}
+	return conf, path, nil
+}
+
 // startFakes starts the primary fake upstream in mode and an answering
-// secondary.
-func startFakes(c runConfig, mode fake.Mode) (primary, secondary *fake.Server, err error) {
-	primary, err = fake.Start(fake.Config{Addr: "127.0.0.1:0", Mode: mode, Sockets: c.sockets})
+// secondary, both serving DoT as well with serverTLS when it is not nil.
+func startFakes(c runConfig, mode fake.Mode, serverTLS *tls.Config) (primary, secondary *fake.Server, err error) {
+	primary, err = fake.Start(fake.Config{Addr: "127.0.0.1:0", Mode: mode, Sockets: c.sockets, TLS: serverTLS})
 	if err != nil {
 		return nil, nil, err
 	}
-	secondary, err = fake.Start(fake.Config{Addr: "127.0.0.1:0", Sockets: c.sockets})
+	secondary, err = fake.Start(fake.Config{Addr: "127.0.0.1:0", Sockets: c.sockets, TLS: serverTLS})
 	if err != nil {
 		_ = primary.Close()
 		return nil, nil, err
@@ -281,8 +388,17 @@ func startFakes(c runConfig, mode fake.Mode) (primary, secondary *fake.Server, e
 
 // newDaemonConf is the shipped configuration on free loopback ports, with
 // the two fakes as its two upstreams; the primary has primarySlots slots,
-// the secondary the shipped 32.
-func newDaemonConf(primary, secondary *fake.Server, primarySlots int) (daemonConf, error) {
+// the secondary the shipped 32. They are plain UDP upstreams when caFile is
+// "", else the fakes' DoT listeners verified with the CA in caFile (the
+// fakes must have been started with Config.TLS).
+func newDaemonConf(primary, secondary *fake.Server, primarySlots int, caFile string) (daemonConf, error) {
+	pa, sa := primary.Addr(), secondary.Addr()
+	if caFile != "" {
+		pa, sa = primary.TLSAddr(), secondary.TLSAddr()
+		if !pa.IsValid() || !sa.IsValid() {
+			return daemonConf{}, errors.New("DoT upstreams: a fake serves no DNS over TLS")
+		}
+	}
 	listen, err := freePort()
 	if err != nil {
 		return daemonConf{}, err
@@ -295,8 +411,8 @@ func newDaemonConf(primary, secondary *fake.Server, primarySlots int) (daemonCon
 		Listen: listen,
 		Admin:  admin,
 		Upstreams: []upstreamConf{
-			{Name: "primary", Addr: primary.Addr(), Slots: primarySlots},
-			{Name: "secondary", Addr: secondary.Addr(), Slots: 32},
+			{Name: "primary", Addr: pa, Slots: primarySlots, CAFile: caFile},
+			{Name: "secondary", Addr: sa, Slots: 32, CAFile: caFile},
 		},
 	}, nil
 }

@@ -1,5 +1,6 @@
 // Package fake is a fast fake DNS upstream for nxdnsd's benchmarks: it
-// answers every query over UDP and TCP at once, without unpacking it, so
+// answers every query over UDP and TCP (and, when asked, DNS over TLS) at
+// once, without unpacking it, so
 // that the load generator and the forwarder under test run out of CPU long
 // before it does. It also plays the faults the benchmark scenarios need:
 // blackhole, delay and refuse, switchable while it runs.
@@ -8,6 +9,7 @@
 package fake
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,10 +29,12 @@ const (
 	// dropped (and counted), as a real overloaded server would.
 	maxPending = 1 << 16
 
-	// maxTCPConns bounds concurrent TCP clients; more are closed at once.
+	// maxTCPConns bounds concurrent TCP and DoT clients, together; more are
+	// closed at once.
 	maxTCPConns = 512
 
-	// tcpIdleTimeout closes a TCP client that sends nothing for this long.
+	// tcpIdleTimeout closes a TCP or DoT client that sends nothing for this
+	// long.
 	tcpIdleTimeout = 30 * time.Second
 
 	// socketBuffer is the receive and send buffer asked for each UDP
@@ -55,38 +59,48 @@ type Config struct {
 	// SO_REUSEPORT, each with its own reader goroutine, so the kernel
 	// spreads clients over them. 0 means runtime.NumCPU().
 	Sockets int
+
+	// TLS, when not nil, also serves DNS over TLS (RFC 7858) with this
+	// configuration (its certificate) on a TCP port of its own on Addr's
+	// IP, TLSAddr: TCP framing inside TLS, pipelined queries answered as
+	// the TCP side answers them.
+	TLS *tls.Config
 }
 
 // Stats counts what a fake saw.
 type Stats struct {
-	Queries  uint64 // messages read, UDP and TCP
-	Answers  uint64 // answers written
+	Queries  uint64 // messages read, UDP, TCP and DoT
+	Answers  uint64 // answers written (TCP and DoT: queued for the connection's writer)
 	Dropped  uint64 // queries dropped: malformed, or past maxPending
 	Pending  int64  // delayed answers not yet written
 	TCPConns uint64 // TCP connections accepted
+	TLSConns uint64 // DoT connections accepted, handshakes that failed included
 }
 
 // Server is a running fake upstream. Its methods are safe for concurrent
 // use.
 type Server struct {
-	addr netip.AddrPort
-	udp  []*net.UDPConn // always non-empty
-	tcp  *net.TCPListener
-	mode atomic.Pointer[Mode] // always non-nil
+	addr    netip.AddrPort
+	udp     []*net.UDPConn // always non-empty
+	tcp     *net.TCPListener
+	tls     *net.TCPListener // nil unless Config.TLS
+	tlsConf *tls.Config
+	mode    atomic.Pointer[Mode] // always non-nil
 
 	queue chan delayed // answers held by a Delay mode, in arrival order
 	done  chan struct{}
 	wg    sync.WaitGroup
 
-	queries, answers, dropped, tcpConns atomic.Uint64
-	pending                             atomic.Int64
+	queries, answers, dropped, tcpConns, tlsConns atomic.Uint64
+	pending                                       atomic.Int64
 
 	mu     sync.Mutex // guards following
-	conns  map[*tcpConn]struct{}
+	conns  map[*streamConn]struct{}
 	closed bool
 }
 
-// Start binds cfg.Addr over UDP and TCP and serves until Close.
+// Start binds cfg.Addr over UDP and TCP, and a port for DoT when cfg.TLS is
+// set, and serves until Close.
 func Start(cfg Config) (*Server, error) {
 	n := cfg.Sockets
 	if n <= 0 {
@@ -95,7 +109,13 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		queue: make(chan delayed, maxPending),
 		done:  make(chan struct{}),
-		conns: make(map[*tcpConn]struct{}),
+		conns: make(map[*streamConn]struct{}),
+	}
+	if cfg.TLS != nil {
+		s.tlsConf = cfg.TLS.Clone()
+		if s.tlsConf.MinVersion < tls.VersionTLS12 {
+			s.tlsConf.MinVersion = tls.VersionTLS12 // RFC 7858 and RFC 8310
+		}
 	}
 	mode := cfg.Mode
 	s.mode.Store(&mode)
@@ -107,12 +127,17 @@ func Start(cfg Config) (*Server, error) {
 		go s.readUDP(pc)
 	}
 	s.wg.Add(2)
-	go s.acceptTCP()
+	go s.acceptStream(s.tcp, nil, &s.tcpConns)
 	go s.writeDelayed()
+	if s.tls != nil {
+		s.wg.Add(1)
+		go s.acceptStream(s.tls, s.tlsConf, &s.tlsConns)
+	}
 	return s, nil
 }
 
-// listen binds n UDP sockets and one TCP listener on one port.
+// listen binds n UDP sockets and one TCP listener on one port, and the DoT
+// listener on another when TLS is configured.
 func (s *Server) listen(addr string, n int) error {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -144,16 +169,36 @@ func (s *Server) listenOnce(ap netip.AddrPort, n int) error {
 		}
 		return fmt.Errorf("fake: listening on tcp %s: %w", bound, err)
 	}
+	var dot *net.TCPListener
+	if s.tlsConf != nil {
+		dot, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(ap.Addr(), 0)))
+		if err != nil {
+			_ = tl.Close()
+			for _, pc := range udp {
+				_ = pc.Close()
+			}
+			return fmt.Errorf("fake: listening for dns over tls on %s: %w", ap.Addr(), err)
+		}
+	}
 	for _, pc := range udp {
 		_ = pc.SetReadBuffer(socketBuffer)  // best effort: capped by the kernel
 		_ = pc.SetWriteBuffer(socketBuffer) // likewise
 	}
-	s.addr, s.udp, s.tcp = bound, udp, tl
+	s.addr, s.udp, s.tcp, s.tls = bound, udp, tl, dot
 	return nil
 }
 
 // Addr returns the bound address, the same for UDP and TCP.
 func (s *Server) Addr() netip.AddrPort { return s.addr }
+
+// TLSAddr returns the DoT listener's address, or the zero AddrPort when the
+// server was started without Config.TLS.
+func (s *Server) TLSAddr() netip.AddrPort {
+	if s.tls == nil {
+		return netip.AddrPort{}
+	}
+	return s.tls.Addr().(*net.TCPAddr).AddrPort()
+}
 
 // Mode returns the current behaviour.
 func (s *Server) Mode() Mode { return *s.mode.Load() }
@@ -170,6 +215,20 @@ func (s *Server) Stats() Stats {
 		Dropped:  s.dropped.Load(),
 		Pending:  s.pending.Load(),
 		TCPConns: s.tcpConns.Load(),
+		TLSConns: s.tlsConns.Load(),
+	}
+}
+
+// Sub returns the counts of s since earlier, a Stats of the same server
+// taken before; Pending is s's own.
+func (s Stats) Sub(earlier Stats) Stats {
+	return Stats{
+		Queries:  s.Queries - earlier.Queries,
+		Answers:  s.Answers - earlier.Answers,
+		Dropped:  s.Dropped - earlier.Dropped,
+		Pending:  s.Pending,
+		TCPConns: s.TCPConns - earlier.TCPConns,
+		TLSConns: s.TLSConns - earlier.TLSConns,
 	}
 }
 
@@ -188,6 +247,9 @@ func (s *Server) Close() error {
 
 	close(s.done)
 	err := s.tcp.Close()
+	if s.tls != nil {
+		err = errors.Join(err, s.tls.Close())
+	}
 	for _, pc := range s.udp {
 		err = errors.Join(err, pc.Close())
 	}

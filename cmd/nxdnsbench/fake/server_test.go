@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"testing"
@@ -27,20 +28,67 @@ func startFake(tb testing.TB, mode Mode) *Server {
 	return s
 }
 
-func exchange(tb testing.TB, s *Server, network string, timeout time.Duration) (*dns.Msg, error) {
+// startTLSFake starts a fake serving DoT as well, with a certificate of a
+// fresh CA for TLSName and 127.0.0.1, and returns a client configuration
+// trusting that CA and verifying TLSName.
+func startTLSFake(tb testing.TB, mode Mode) (*Server, *tls.Config) {
 	tb.Helper()
+	ca, err := NewCA(time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conf, err := ca.ServerConfig(TLSName, "127.0.0.1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := Start(Config{Addr: "127.0.0.1:0", Mode: mode, Sockets: 2, TLS: conf})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s, &tls.Config{RootCAs: ca.Pool(), ServerName: TLSName, MinVersion: tls.VersionTLS12}
+}
+
+// dialTimeout bounds the connection an exchange sends its query on: a TLS
+// handshake on a busy machine under the race detector.
+const dialTimeout = 5 * time.Second
+
+// exchange sends one query over network, "udp", "tcp" or "tcp-tls" (DoT,
+// to TLSAddr, with client's configuration), on a connection of its own,
+// and waits timeout for the answer. The handshake has dialTimeout: a slow
+// one must not pass for a blackholed query.
+func exchange(tb testing.TB, s *Server, network string, client *tls.Config, timeout time.Duration) (*dns.Msg, error) {
+	tb.Helper()
+	addr := s.Addr()
+	if network == "tcp-tls" {
+		addr = s.TLSAddr()
+	}
+	conn, err := (&dns.Client{Net: network, Timeout: dialTimeout, TLSConfig: client}).Dial(addr.String())
+	if err != nil {
+		tb.Fatalf("dialing %s %s: %v", network, addr, err)
+	}
+	defer conn.Close()
 	c := &dns.Client{Net: network, Timeout: timeout}
 	q := new(dns.Msg).SetQuestion("q1.bench.example.", dns.TypeA)
-	r, _, err := c.ExchangeContext(context.Background(), q, s.Addr().String())
+	r, _, err := c.ExchangeWithConnContext(context.Background(), q, conn)
 	return r, err
 }
 
 func TestServerModes(t *testing.T) {
 	t.Parallel()
-	for _, network := range []string{"udp", "tcp"} {
+	for _, network := range []string{"udp", "tcp", "tcp-tls"} {
 		t.Run(network, func(t *testing.T) {
 			t.Parallel()
-			s := startFake(t, Mode{})
+			var s *Server
+			var client *tls.Config
+			if network == "tcp-tls" {
+				s, client = startTLSFake(t, Mode{})
+			} else {
+				s = startFake(t, Mode{})
+			}
+			exchange := func(t *testing.T, s *Server, network string, timeout time.Duration) (*dns.Msg, error) {
+				return exchange(t, s, network, client, timeout)
+			}
 
 			r, err := exchange(t, s, network, 5*time.Second)
 			if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
