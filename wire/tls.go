@@ -63,8 +63,8 @@ type TLS struct {
 	armed  bool                  // expiry is scheduled
 	closed bool                  // Close was called: no connection is kept
 
-	replies sync.Pool      // chan dotReply, capacity 1, empty: one per exchange
-	timers  timerpool.Pool // an exchange's wait under a LazyContext
+	waits  sync.Pool      // *dotWait, its channel empty: one per exchange
+	timers timerpool.Pool // a write turn's wait under a LazyContext
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"time"
 
 	"github.com/miekg/dns"
@@ -37,21 +38,31 @@ type dotConn struct {
 	wsem  chan struct{} // one token, held while a frame is written: frames never interleave
 
 	// Guarded by t.mu:
-	waiters   map[uint16]chan dotReply // wire IDs in flight; nil: abandoned, the answer is dropped
-	abandoned int                      // nil entries in waiters
-	inflight  int                      // exchanges holding the connection, waiting for it included
-	retired   bool                     // handed to no new exchange; closed when inflight drops to 0
-	dead      bool                     // the dial or the reader failed; failure says why
-	failure   dotReply                 // for exchanges that come after the reader failed
-	idleSince time.Time                // when inflight last dropped to 0
+	waiters   map[uint16]*dotWait // wire IDs in flight; nil: abandoned, the answer is dropped
+	abandoned int                 // nil entries in waiters
+	armed     time.Time           // the read deadline set on conn: the earliest deadline of its lazy waits or their next poll; zero: none
+	inflight  int                 // exchanges holding the connection, waiting for it included
+	retired   bool                // handed to no new exchange; closed when inflight drops to 0
+	dead      bool                // the dial or the reader failed; failure says why
+	failure   dotReply            // for exchanges that come after the reader failed
+	idleSince time.Time           // when inflight last dropped to 0
 }
 
 // dotReply is what the reader hands an exchange: its answer, or why the
-// connection failed.
+// connection failed, or that the exchange's lazy context ended.
 type dotReply struct {
 	raw   []byte // the answer, in a buffer from getBuf that its receiver gives back
 	err   error
 	stale bool // the server closed the connection before any byte of an answer
+	ended bool // err is the exchange's context's: the reader gave up waiting for it (see expire)
+}
+
+// dotWait is one exchange waiting on a connection. The reader, or fail, or
+// expire, sends on ch once, having taken the wait out of waiters under t.mu.
+type dotWait struct {
+	ch       chan dotReply // capacity 1: the sender never blocks
+	lazy     LazyContext   // the exchange's context when the reader bounds its wait; else nil
+	deadline time.Time     // with lazy: its deadline, zero for none
 }
 
 func newDotConn(t *TLS) *dotConn {
@@ -60,7 +71,7 @@ func newDotConn(t *TLS) *dotConn {
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
 		wsem:    make(chan struct{}, 1),
-		waiters: make(map[uint16]chan dotReply),
+		waiters: make(map[uint16]*dotWait),
 	}
 }
 
@@ -72,27 +83,43 @@ func newDotConn(t *TLS) *dotConn {
 // up before the exchange a redial.
 func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id uint16, stale bool, err error) {
 	t := c.t
-	ch := t.reply() // capacity 1: the reader never blocks on an exchange
+	w := t.getWait()
+	if lazy, ok := ctx.(LazyContext); ok {
+		w.lazy = lazy
+		w.deadline, _ = lazy.Deadline()
+	}
 	t.mu.Lock()
 	if c.dead {
 		f := c.failure
 		t.mu.Unlock()
-		t.putReply(ch)
+		t.putWait(w)
 		t.release(c, false)
 		return nil, 0, f.stale, f.err
 	}
 	id = c.newIDLocked()
-	c.waiters[id] = ch
+	c.waiters[id] = w
+	if w.lazy != nil {
+		switch {
+		case c.armed.IsZero():
+			// The reader sleeps without a deadline: wake it for this
+			// wait's deadline or first poll.
+			c.arm(nextPoll(w.lazy, time.Now()))
+		case !w.deadline.IsZero() && w.deadline.Before(c.armed):
+			c.arm(w.deadline)
+		}
+	}
 	t.mu.Unlock()
 
 	binary.BigEndian.PutUint16(frame[2:], id)
 	if sent, err := c.write(ctx, frame); err != nil {
 		t.mu.Lock()
-		_, mine := c.waiters[id]
-		delete(c.waiters, id) // nothing answers it: no ID to reserve
+		mine := c.waiters[id] == w
+		if mine {
+			delete(c.waiters, id) // nothing answers it: no ID to reserve
+		}
 		t.mu.Unlock()
 		if mine {
-			t.putReply(ch)
+			t.putWait(w)
 		}
 		if sent {
 			// A failed write leaves the TLS stream unusable: the reader
@@ -103,8 +130,16 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 		return nil, 0, isStale(err) || errors.Is(err, net.ErrClosed), ioError(ctx, "writing to", t.label, err)
 	}
 
-	if rep, ok := t.await(ctx, ch); ok {
-		t.putReply(ch)
+	if rep, ok := t.await(ctx, w); ok {
+		t.putWait(w)
+		if rep.ended {
+			// expire reserved the ID for the late answer.
+			t.mu.Lock()
+			retire := errors.Is(rep.err, context.DeadlineExceeded) || c.abandoned > maxAbandoned
+			t.mu.Unlock()
+			t.release(c, retire)
+			return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, rep.err)
+		}
 		t.release(c, false)
 		if rep.err != nil {
 			return nil, 0, rep.stale, rep.err
@@ -113,7 +148,7 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 	}
 	t.mu.Lock()
 	mine := false
-	if w, ok := c.waiters[id]; ok && w == ch {
+	if c.waiters[id] == w {
 		// Keep the ID reserved until the late answer comes, so it cannot
 		// pass for a later query's.
 		c.waiters[id] = nil
@@ -123,52 +158,83 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 	retire := errors.Is(ctx.Err(), context.DeadlineExceeded) || c.abandoned > maxAbandoned
 	t.mu.Unlock()
 	if mine {
-		t.putReply(ch) // the reader can no longer reach it
+		t.putWait(w) // the reader can no longer reach it
 	}
 	t.release(c, retire)
 	return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, ctx.Err())
 }
 
-// await waits for the reader's reply on ch until ctx ends. Under a
-// LazyContext it waits with a timer of the transport's and polls Err
-// (see LazyContext), so that an attempt's context arms nothing.
-func (t *TLS) await(ctx context.Context, ch chan dotReply) (dotReply, bool) {
-	if _, lazy := ctx.(LazyContext); !lazy {
-		select {
-		case rep := <-ch:
-			return rep, true
-		case <-ctx.Done():
-			return dotReply{}, false
+// arm has c's reader wake at d (zero: never) to look at its lazy waits.
+// The caller holds t.mu.
+func (c *dotConn) arm(d time.Time) {
+	c.armed = d
+	// A read that times out leaves a TLS connection usable: crypto/tls
+	// keeps what it had read of a record and does not make the timeout
+	// sticky. It fails only on a closed connection, whose reader is ending.
+	_ = c.conn.SetReadDeadline(d)
+}
+
+// expire is c's reader waking at the time it was armed for: every lazy
+// wait on c whose context has ended gets the context's error, its ID kept
+// reserved for the late answer, and the reader is armed again for the
+// earliest deadline of the others or the next cancellation poll. Waits end
+// at their deadline, as a timer of their own would end them, and notice a
+// cancellation within cancelPoll.
+func (c *dotConn) expire() {
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var next time.Time
+	for id, w := range c.waiters {
+		if w == nil || w.lazy == nil {
+			continue
+		}
+		if err := w.lazy.Err(); err != nil {
+			c.waiters[id] = nil
+			c.abandoned++
+			w.ch <- dotReply{err: err, ended: true}
+			continue
+		}
+		if next.IsZero() {
+			next = time.Now().Add(cancelPoll)
+		}
+		if !w.deadline.IsZero() && w.deadline.Before(next) {
+			next = w.deadline
 		}
 	}
-	now := time.Now()
-	tm := t.timers.Get(nextPoll(ctx, now).Sub(now))
-	defer t.timers.Put(tm)
-	for {
-		select {
-		case rep := <-ch:
-			return rep, true
-		case <-tm.C:
-			if ctx.Err() != nil {
-				return dotReply{}, false
-			}
-			now := time.Now()
-			tm.Reset(nextPoll(ctx, now).Sub(now))
-		}
+	c.arm(next)
+}
+
+// await waits for the reader's reply to w. Under a LazyContext the reader
+// also ends the wait when the context ends (see expire), so the exchange
+// waits on one channel and arms no timer; under any other context, ctx.Done
+// ends it, with ok false.
+func (t *TLS) await(ctx context.Context, w *dotWait) (rep dotReply, ok bool) {
+	if w.lazy != nil {
+		return <-w.ch, true
+	}
+	select {
+	case rep := <-w.ch:
+		return rep, true
+	case <-ctx.Done():
+		return dotReply{}, false
 	}
 }
 
-// reply returns an empty channel for one exchange's reply.
-func (t *TLS) reply() chan dotReply {
-	if ch, ok := t.replies.Get().(chan dotReply); ok {
-		return ch
+// getWait returns an empty wait for one exchange.
+func (t *TLS) getWait() *dotWait {
+	if w, ok := t.waits.Get().(*dotWait); ok {
+		return w
 	}
-	return make(chan dotReply, 1)
+	return &dotWait{ch: make(chan dotReply, 1)}
 }
 
-// putReply keeps ch, empty and out of the reader's reach, for another
-// exchange.
-func (t *TLS) putReply(ch chan dotReply) { t.replies.Put(ch) }
+// putWait keeps w, out of the reader's reach and its channel empty, for
+// another exchange.
+func (t *TLS) putWait(w *dotWait) {
+	w.lazy, w.deadline = nil, time.Time{}
+	t.waits.Put(w)
+}
 
 // newIDLocked returns a random wire ID no exchange on c is using or has
 // abandoned. A connection holds at most a few thousand, so the first draw
@@ -248,13 +314,13 @@ func (c *dotConn) read() {
 	t := c.t
 	var prefix [2]byte
 	for {
-		if n, err := io.ReadFull(c.conn, prefix[:]); err != nil {
+		if n, err := c.readFull(prefix[:]); err != nil {
 			c.fail(err, n == 0)
 			return
 		}
 		n := int(binary.BigEndian.Uint16(prefix[:]))
 		raw := getBuf(n)[:n]
-		if _, err := io.ReadFull(c.conn, raw); err != nil {
+		if _, err := c.readFull(raw); err != nil {
 			putBuf(raw)
 			c.fail(err, false)
 			return
@@ -266,10 +332,10 @@ func (c *dotConn) read() {
 		}
 		id := binary.BigEndian.Uint16(raw)
 		t.mu.Lock()
-		ch, ok := c.waiters[id]
+		w, ok := c.waiters[id]
 		if ok {
 			delete(c.waiters, id)
-			if ch == nil {
+			if w == nil {
 				c.abandoned--
 			}
 		}
@@ -279,12 +345,32 @@ func (c *dotConn) read() {
 			c.fail(fmt.Errorf("%w: an answer with ID %d, which no query on the connection has", ErrIDMismatch, id), false)
 			return
 		}
-		if ch != nil {
-			ch <- dotReply{raw: raw}
+		if w != nil {
+			w.ch <- dotReply{raw: raw}
 		} else {
 			putBuf(raw) // a late answer: nobody waits for it
 		}
 	}
+}
+
+// readFull reads len(b) bytes from c's connection, as io.ReadFull does,
+// and expires lazy waits each time the read deadline they armed passes.
+func (c *dotConn) readFull(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := c.conn.Read(b[n:])
+		n += m
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			c.expire()
+		case errors.Is(err, io.EOF) && n > 0:
+			return n, io.ErrUnexpectedEOF
+		default:
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // fail ends c after its reader met err: c leaves the transport, is closed,
@@ -302,9 +388,9 @@ func (c *dotConn) fail(err error, clean bool) {
 	t.mu.Unlock()
 
 	_ = c.conn.Close()
-	for _, ch := range waiters {
-		if ch != nil {
-			ch <- rep
+	for _, w := range waiters {
+		if w != nil {
+			w.ch <- rep
 		}
 	}
 }

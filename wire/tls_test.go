@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -251,5 +252,67 @@ func TestDoTWriteTurnUnderALazyContext(t *testing.T) {
 		if n := ctx.doneCalls.Load(); n != 0 {
 			t.Errorf("%s: Done called %d times on a LazyContext, want 0", name, n)
 		}
+	}
+}
+
+// Lazy waits on a DoT connection are ended by its reader, woken through
+// the connection's read deadline: a cancelled one at the next poll, one
+// with a deadline earlier than the poll the reader sleeps to at that
+// deadline. A read that timed out leaves the TLS stream usable: the next
+// exchange is answered on the same connection.
+func TestDoTLazyWaitsShareTheReader(t *testing.T) {
+	t.Parallel()
+	received := make(chan string, 8)
+	answer := wiretest.Answer()
+	srv, tr := newDoT(t, wiretest.Notify(received, func(w *wiretest.Writer, q *dns.Msg) {
+		if strings.HasPrefix(q.Question[0].Name, "stall.") {
+			wiretest.Stall(w, q)
+			return
+		}
+		answer(w, q)
+	}), WithPipelineConns(1))
+	mustAnswer(t, tr, query("warm.example"))
+	<-received
+
+	stall := func(ctx context.Context, name string) <-chan error {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := tr.ExchangeRaw(ctx, wireQuery(t, query(name), 4096))
+			errc <- err
+		}()
+		return errc
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	cancelled := stall(&lazyCtx{Context: parent}, "stall.cancelled.example")
+	<-received // registered, and the reader sleeps to its first poll
+	cancel()
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v, want context.Canceled", err)
+	}
+	ctx := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
+	if _, err := tr.ExchangeRaw(ctx, wireQuery(t, query("after.example"), 4096)); err != nil {
+		t.Fatalf("exchange after the reader's timeout: %v", err)
+	}
+	<-received
+	if got := srv.Accepts(); got != 1 {
+		t.Errorf("%d connections, want the one, read past its timeout", got)
+	}
+
+	parent, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	long := stall(&lazyCtx{Context: parent}, "stall.long.example")
+	<-received // the reader sleeps to the long wait's poll
+	_, err := tr.ExchangeRaw(&lazyCtx{Context: ctxWithin(t, cancelPoll/4)}, wireQuery(t, query("stall.short.example"), 4096))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("short wait: %v, want context.DeadlineExceeded", err)
+	}
+	select {
+	case err := <-long:
+		t.Fatalf("the long wait ended with the short one: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-long; !errors.Is(err, context.Canceled) {
+		t.Errorf("long wait: %v, want context.Canceled", err)
 	}
 }
