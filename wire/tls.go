@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/nxdnsd/nxdnsd/internal/timerpool"
 )
 
 // TLS exchanges queries with one upstream over DNS over TLS, the
@@ -63,8 +61,8 @@ type TLS struct {
 	armed  bool                  // expiry is scheduled
 	closed bool                  // Close was called: no connection is kept
 
-	waits  sync.Pool      // *dotWait, its channel empty: one per exchange
-	timers timerpool.Pool // a write turn's wait under a LazyContext
+	waits sync.Pool // *dotWait, its channel empty: one per exchange
+
 }
 
 var (
@@ -275,6 +273,7 @@ func (t *TLS) dial(ctx context.Context, c *dotConn) {
 	close(c.ready)
 	if err == nil {
 		go c.read()
+		go c.writeLoop() // ends when the reader does
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -28,14 +29,21 @@ const (
 )
 
 // dotConn is one DoT connection and the exchanges pipelined on it. Its
-// reader goroutine owns the reading side; writes take turns on wsem.
+// reader goroutine owns the reading side, its writer goroutine the writing
+// side: exchanges queue their frames for the writer, which sends all that
+// are queued in one write, one TLS record, one system call.
 type dotConn struct {
 	t     *TLS
 	ready chan struct{} // closed when the dial ended, conn or err set
 	conn  *tls.Conn     // set before ready closes; nil when the dial failed
 	err   error         // the dial's error, set before ready closes
 	done  chan struct{} // closed when the reader has ended, or the dial failed
-	wsem  chan struct{} // one token, held while a frame is written: frames never interleave
+	wake  chan struct{} // capacity 1: frames are queued for the writer
+
+	wmu    sync.Mutex // guards following
+	queued []byte     // frames for the writer, back to back
+	werr   error      // the write that failed; nothing is queued after it
+	writes uint64     // batches the writer has taken, each sent in one write (tests read it)
 
 	// Guarded by t.mu:
 	waiters   map[uint16]*dotWait // wire IDs in flight; nil: abandoned, the answer is dropped
@@ -70,7 +78,7 @@ func newDotConn(t *TLS) *dotConn {
 		t:       t,
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
-		wsem:    make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
 		waiters: make(map[uint16]*dotWait),
 	}
 }
@@ -111,7 +119,9 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 	t.mu.Unlock()
 
 	binary.BigEndian.PutUint16(frame[2:], id)
-	if sent, err := c.write(ctx, frame); err != nil {
+	if err := c.write(ctx, frame); err != nil {
+		// Not queued: the context ended, or the writer failed (and closed
+		// c, whose reader fails the other exchanges).
 		t.mu.Lock()
 		mine := c.waiters[id] == w
 		if mine {
@@ -121,12 +131,7 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 		if mine {
 			t.putWait(w)
 		}
-		if sent {
-			// A failed write leaves the TLS stream unusable: the reader
-			// sees the close and fails the other exchanges on c.
-			_ = c.conn.Close()
-		}
-		t.release(c, sent || errors.Is(err, context.DeadlineExceeded))
+		t.release(c, errors.Is(err, context.DeadlineExceeded))
 		return nil, 0, isStale(err) || errors.Is(err, net.ErrClosed), ioError(ctx, "writing to", t.label, err)
 	}
 
@@ -248,59 +253,64 @@ func (c *dotConn) newIDLocked() uint16 {
 	}
 }
 
-// write sends frame when the other exchanges' frames are out. Waiting for
-// the turn ends with ctx; the write itself ends only with ctx's deadline
-// (or dotWriteTimeout without one), never its cancellation: a frame cut
-// short would corrupt the stream every exchange on c shares. sent reports
-// whether the write began.
-func (c *dotConn) write(ctx context.Context, frame []byte) (sent bool, err error) {
-	if err := c.turn(ctx); err != nil {
-		return false, err
-	}
-	defer func() { <-c.wsem }()
+// write queues frame for c's writer, or says why it did not: ctx had
+// ended, or an earlier write failed. The writer sends
+// it with the frames queued before and after it, whatever becomes of ctx:
+// a frame cut short would corrupt the stream every exchange on c shares.
+// When a write fails, the writer closes c, and the reader fails every
+// exchange waiting on it.
+func (c *dotConn) write(ctx context.Context, frame []byte) error {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return err
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(dotWriteTimeout)
+	c.wmu.Lock()
+	if err := c.werr; err != nil {
+		c.wmu.Unlock()
+		return err
 	}
-	_ = c.conn.SetWriteDeadline(deadline) // fails only on a closed connection; Write reports it
-	_, err = c.conn.Write(frame)
-	return true, err
+	c.queued = append(c.queued, frame...)
+	c.wmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // the writer is due to look anyway
+	}
+	return nil
 }
 
-// turn waits until c's write turn is the caller's (wsem taken) or ctx
-// ends. A LazyContext is not asked for Done, which would arm it: the turn
-// is taken at once when free, as it almost always is, and otherwise
-// waited for with a timer of the transport's that polls Err.
-func (c *dotConn) turn(ctx context.Context) error {
-	if _, lazy := ctx.(LazyContext); !lazy {
-		select {
-		case c.wsem <- struct{}{}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	select {
-	case c.wsem <- struct{}{}:
-		return nil
-	default:
-	}
-	now := time.Now()
-	tm := c.t.timers.Get(nextPoll(ctx, now).Sub(now))
-	defer c.t.timers.Put(tm)
+// writeLoop is c's writer goroutine: it sends what is queued, all of it in
+// each write, until the reader ends or a write fails. While it writes,
+// the next frames gather, so a busy connection carries many queries per
+// TLS record and system call, and an idle one sends each at once. Each
+// write is bounded by dotWriteTimeout: a connection that cannot take a
+// batch of small frames for that long is stuck.
+func (c *dotConn) writeLoop() {
+	var batch []byte
 	for {
 		select {
-		case c.wsem <- struct{}{}:
-			return nil
-		case <-tm.C:
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			now := time.Now()
-			tm.Reset(nextPoll(ctx, now).Sub(now))
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		c.wmu.Lock()
+		batch, c.queued = c.queued, batch[:0]
+		if len(batch) > 0 {
+			c.writes++
+		}
+		c.wmu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		_ = c.conn.SetWriteDeadline(time.Now().Add(dotWriteTimeout)) // fails only once closed; Write says so
+		_, err := c.conn.Write(batch)
+		c.wmu.Lock()
+		if err != nil {
+			c.werr = err
+			c.queued = nil
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			_ = c.conn.Close() // the reader fails every exchange on c
+			return
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -227,31 +228,70 @@ func TestTLSConnectionRefused(t *testing.T) {
 	}
 }
 
-// The write turn of a DoT connection is waited for without asking a
-// LazyContext for Done (which would arm it): taken at once when free,
-// given up with the context's error when it ends, taken when released.
-func TestDoTWriteTurnUnderALazyContext(t *testing.T) {
+// A DoT connection's writer sends all the frames queued while it was busy
+// in one write, in the order they were queued, and once a write fails no
+// frame is queued any more. A pipe makes it deterministic: the writer's
+// first write blocks until the server side reads, which it does only once
+// every frame is queued, so ten frames take at most two writes.
+func TestDoTWriterBatchesQueuedFrames(t *testing.T) {
 	t.Parallel()
-	c := &dotConn{t: &TLS{}, wsem: make(chan struct{}, 1)}
-	first := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
-	if err := c.turn(first); err != nil {
-		t.Fatalf("free turn: %v", err)
+	ca := wiretest.NewCA(t)
+	cliRaw, srvRaw := net.Pipe()
+	srv := tls.Server(srvRaw, &tls.Config{Certificates: []tls.Certificate{ca.Certificate(t, wiretest.TLSName)}})
+	cli := tls.Client(cliRaw, &tls.Config{RootCAs: ca.Pool(), ServerName: wiretest.TLSName})
+	defer srv.Close()
+	defer cli.Close()
+	handshake := make(chan error, 1)
+	go func() { handshake <- srv.Handshake() }()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
 	}
-	expiring := &lazyCtx{Context: ctxWithin(t, expiryTimeout)}
-	if err := c.turn(expiring); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("turn held for longer than the context: %v, want context.DeadlineExceeded", err)
+	if err := <-handshake; err != nil {
+		t.Fatal(err)
 	}
-	waiting := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
-	got := make(chan error, 1)
-	go func() { got <- c.turn(waiting) }()
-	<-c.wsem // the first holder is done writing
-	if err := <-got; err != nil {
-		t.Fatalf("turn released: %v", err)
-	}
-	for name, ctx := range map[string]*lazyCtx{"first": first, "expiring": expiring, "waiting": waiting} {
-		if n := ctx.doneCalls.Load(); n != 0 {
-			t.Errorf("%s: Done called %d times on a LazyContext, want 0", name, n)
+
+	c := newDotConn(&TLS{label: "tls://" + wiretest.TLSName})
+	c.conn = cli
+	writer := make(chan struct{})
+	go func() {
+		defer close(writer)
+		c.writeLoop()
+	}()
+	ctx := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
+	const frames = 10
+	for i := range frames {
+		frame := []byte{0, 3, byte(i), 0xAA, 0xBB}
+		if err := c.write(ctx, frame); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
 		}
+	}
+	for i := range frames {
+		var got [5]byte
+		if _, err := io.ReadFull(srv, got[:]); err != nil {
+			t.Fatalf("reading frame %d: %v", i, err)
+		}
+		if want := [5]byte{0, 3, byte(i), 0xAA, 0xBB}; got != want {
+			t.Fatalf("frame %d arrived as %x, want %x", i, got, want)
+		}
+	}
+	c.wmu.Lock()
+	writes := c.writes
+	c.wmu.Unlock()
+	if writes < 1 || writes > 2 {
+		t.Errorf("%d frames took %d writes, want one or two", frames, writes)
+	}
+
+	// The server goes away: the next batch fails, and nothing more queues.
+	_ = srvRaw.Close()
+	if err := c.write(ctx, []byte{0, 1, 0xFF}); err != nil {
+		t.Fatalf("queueing a frame: %v", err)
+	}
+	<-writer
+	if err := c.write(ctx, []byte{0, 1, 0xFE}); err == nil {
+		t.Error("a frame was queued after the writer failed")
+	}
+	if ctx.doneCalls.Load() != 0 {
+		t.Errorf("Done called %d times on a LazyContext, want 0", ctx.doneCalls.Load())
 	}
 }
 
