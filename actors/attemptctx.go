@@ -13,8 +13,8 @@ import (
 // parent on every attempt: four allocations, and a lock that every query's
 // attempt shares with every other (the listener's context is one parent for
 // all). A transport that bounds its wait with the deadline itself, as the
-// UDP transport does with a pooled timer (see wire.LazyContext), needs
-// neither. So attemptCtx arms the timer and the parent watch only when Done
+// UDP and DoT transports do through their readers' read deadlines (see
+// wire.LazyContext), needs neither. So attemptCtx arms the timer and the parent watch only when Done
 // is first called; until then Err reads the clock and the parent.
 //
 // It honours the context contract: once Done has been called, Err agrees

@@ -65,12 +65,13 @@ func watch(ctx context.Context, c net.Conn) (stop func() bool) {
 }
 
 // LazyContext is a context that arms nothing until Done is first called:
-// the pool's attempt contexts. A transport can then leave Done alone, wait
-// with a timer of its own until the deadline, and notice cancellation by
-// polling Err every cancelPoll (see UDP.send), so that an attempt costs no
-// timer of the context's and no registration with the query's context,
-// which all queries share. The deadline is kept exactly; cancellation is
-// noticed within cancelPoll.
+// the pool's attempt contexts. A transport can then leave Done alone, bound
+// the wait by the deadline itself and notice cancellation by polling Err
+// every cancelPoll: the udp:// and tls:// transports have the reader of
+// the socket or connection do it, waking on its read deadline (see
+// UDP.expire and dotConn.expire), so that an attempt costs no timer at all
+// and no registration with the query's context, which all queries share.
+// The deadline is kept exactly; cancellation is noticed within cancelPoll.
 type LazyContext interface {
 	context.Context
 	Lazy()
