@@ -82,14 +82,31 @@ type LazyContext interface {
 // cancellation (a shutdown that ran out of time) only needs noticing soon.
 const cancelPoll = 100 * time.Millisecond
 
-// nextPoll is when a wait under ctx that began at now next wakes: ctx's
-// deadline, or the next cancellation poll when that comes first.
-func nextPoll(ctx context.Context, now time.Time) time.Time {
-	poll := now.Add(cancelPoll)
-	if d, ok := ctx.Deadline(); ok && d.Before(poll) {
+// foldWake folds a live lazy wait whose deadline is d (zero: none) into
+// next, the time the reader of its socket or connection is to wake (zero:
+// not yet decided): the earliest deadline of its waits, or the next
+// cancellation poll when that comes first.
+func foldWake(next, d time.Time) time.Time {
+	if next.IsZero() {
+		next = time.Now().Add(cancelPoll)
+	}
+	if !d.IsZero() && d.Before(next) {
 		return d
 	}
-	return poll
+	return next
+}
+
+// wakeFor reports when a reader armed for armed (zero: sleeping without a
+// deadline) must wake instead, now that a lazy wait with deadline d has
+// joined it, and whether that changes its alarm at all.
+func wakeFor(armed, d time.Time) (time.Time, bool) {
+	switch {
+	case armed.IsZero():
+		return foldWake(time.Time{}, d), true
+	case !d.IsZero() && d.Before(armed):
+		return d, true
+	}
+	return armed, false
 }
 
 // ioError wraps err from step ("reading from") on an upstream labelled

@@ -107,13 +107,8 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 	id = c.newIDLocked()
 	c.waiters[id] = w
 	if w.lazy != nil {
-		switch {
-		case c.armed.IsZero():
-			// The reader sleeps without a deadline: wake it for this
-			// wait's deadline or first poll.
-			c.arm(nextPoll(w.lazy, time.Now()))
-		case !w.deadline.IsZero() && w.deadline.Before(c.armed):
-			c.arm(w.deadline)
+		if wake, sooner := wakeFor(c.armed, w.deadline); sooner {
+			c.arm(wake)
 		}
 	}
 	t.mu.Unlock()
@@ -200,12 +195,7 @@ func (c *dotConn) expire() {
 			w.ch <- dotReply{err: err, ended: true}
 			continue
 		}
-		if next.IsZero() {
-			next = time.Now().Add(cancelPoll)
-		}
-		if !w.deadline.IsZero() && w.deadline.Before(next) {
-			next = w.deadline
-		}
+		next = foldWake(next, w.deadline)
 	}
 	c.arm(next)
 }

@@ -245,13 +245,8 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 	id := s.ids.add(w)
 	if w.lazy != nil {
 		w.deadline, _ = w.lazy.Deadline()
-		switch {
-		case s.armed.IsZero():
-			// The reader sleeps without a deadline: wake it for this
-			// wait's deadline or first poll.
-			s.arm(nextPoll(w.lazy, time.Now()))
-		case !w.deadline.IsZero() && w.deadline.Before(s.armed):
-			s.arm(w.deadline)
+		if wake, sooner := wakeFor(s.armed, w.deadline); sooner {
+			s.arm(wake)
 		}
 	}
 	return s, id, nil
@@ -352,12 +347,7 @@ func (u *UDP) expire(s *udpSock) {
 			w.ready <- struct{}{}
 			continue
 		}
-		if next.IsZero() {
-			next = time.Now().Add(cancelPoll)
-		}
-		if !w.deadline.IsZero() && w.deadline.Before(next) {
-			next = w.deadline
-		}
+		next = foldWake(next, w.deadline)
 	}
 	s.arm(next)
 }
