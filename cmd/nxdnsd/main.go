@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -26,8 +28,15 @@ import (
 	"github.com/nxdnsd/nxdnsd/daemon"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version and commit are set at build time with
+// -ldflags "-X main.version=… -X main.commit=…" (go tool task release
+// stamps git describe and the commit hash). A plain go build leaves commit
+// empty, and -version then reports the commit the Go toolchain recorded,
+// if any.
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
 
 // Exit codes.
 const (
@@ -59,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitConfig
 	}
 	if *showVersion {
-		fmt.Fprintf(stdout, "nxdnsd %s\n", version)
+		fmt.Fprintln(stdout, versionLine())
 		return exitOK
 	}
 
@@ -95,6 +104,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// versionLine is what -version prints: the version, the commit and the Go
+// toolchain with the platform, for example
+//
+//	nxdnsd v0.2.0-3-g1a2b3c4 (commit 1a2b3c4…, go1.26.8, linux/arm64)
+func versionLine() string {
+	return fmt.Sprintf("nxdnsd %s (commit %s, %s, %s/%s)",
+		version, commitHash(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// commitHash is the stamped commit, else the one go build recorded from the
+// version control system (with "-dirty" for a modified tree), else
+// "unknown".
+func commitHash() string {
+	if commit != "" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	return rev + dirty
 }
 
 func loadConfig(path string) (*config.Config, error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,6 +42,29 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runArgs("-version")
 	if code != 0 || !strings.HasPrefix(out, "nxdnsd ") {
 		t.Errorf("exit %d, output %q", code, out)
+	}
+	// Version, commit and Go version, on one line.
+	for _, want := range []string{version, "commit ", runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output %q does not contain %q", out, want)
+		}
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Errorf("output %q is not one line", out)
+	}
+}
+
+// What go tool task release stamps with -ldflags -X is what -version
+// prints.
+func TestVersionStamped(t *testing.T) {
+	v, c := version, commit
+	t.Cleanup(func() { version, commit = v, c })
+	version, commit = "v1.2.3-4-gabcdef0", "abcdef0123456789abcdef0123456789abcdef01"
+	code, out, _ := runArgs("-version")
+	want := fmt.Sprintf("nxdnsd v1.2.3-4-gabcdef0 (commit abcdef0123456789abcdef0123456789abcdef01, %s, %s/%s)\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if code != 0 || out != want {
+		t.Errorf("exit %d, output %q, want 0 and %q", code, out, want)
 	}
 }
 
