@@ -3,8 +3,8 @@ package actors
 import (
 	"context"
 	"testing"
+	"time"
 
-	"github.com/miekg/dns"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -13,7 +13,9 @@ import (
 func BenchmarkPoolExchange(b *testing.B) {
 	reply := query()
 	reply.Response = true
-	instant := wire.ExchangerFunc(func(_ context.Context, _ *dns.Msg) (*dns.Msg, error) { return reply, nil })
+	instant := wire.ExchangerFunc(func(context.Context, *wire.Query, time.Time) (wire.Answer, error) {
+		return wire.Answer{Msg: reply}, nil
+	})
 	pool, err := NewPool(defaults, []Spec{
 		{Name: "a", Slots: 1024, Transport: instant},
 		{Name: "b", Slots: 1024, Transport: instant},
@@ -24,11 +26,11 @@ func BenchmarkPoolExchange(b *testing.B) {
 	defer pool.Close()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		q := query()
+		q := packed(b, query())
 		var trail [4]Attempt
 		ctx := context.Background()
 		for pb.Next() {
-			if r := pool.Exchange(ctx, q, trail[:0]); r.Err != nil {
+			if r := pool.Exchange(ctx, q, time.Now(), trail[:0]); r.Err != nil {
 				b.Fatal(r.Err)
 			}
 		}

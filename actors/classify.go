@@ -43,20 +43,23 @@ func (g Group) String() string {
 	return "unknown"
 }
 
-// sentinelGroups places every sentinel the transports declare. A test
-// checks it against wire.Sentinels, so a new sentinel cannot be added
-// without deciding here who is to blame for it.
-var sentinelGroups = map[error]Group{
-	wire.ErrBudgetExhausted:  GroupBudgetExhausted,
-	wire.ErrRefused:          GroupPeerFault,
-	wire.ErrIDMismatch:       GroupPeerFault,
-	wire.ErrQuestionMismatch: GroupPeerFault,
-	wire.ErrMalformed:        GroupPeerFault,
-	wire.ErrTruncated:        GroupPeerFault,
-	wire.ErrPack:             GroupLocalResource,
-	wire.ErrResolverTimeout:  GroupPeerFault, // forward zones: the resolver's own timeout
-	wire.ErrHTTPStatus:       GroupPeerFault,
-	wire.ErrContentType:      GroupPeerFault,
+// sentinelGroups places every sentinel the transports declare, in the
+// order Classify tries them: an error that wraps two sentinels is placed by
+// the first listed (a local failure to pack is ours before it is anyone
+// else's). A test checks it against wire.Sentinels, so a new sentinel cannot
+// be added without deciding here who is to blame for it.
+var sentinelGroups = [...]struct {
+	err   error
+	group Group
+}{
+	{wire.ErrPack, GroupLocalResource},
+	{wire.ErrRefused, GroupPeerFault},
+	{wire.ErrIDMismatch, GroupPeerFault},
+	{wire.ErrQuestionMismatch, GroupPeerFault},
+	{wire.ErrMalformed, GroupPeerFault},
+	{wire.ErrResolverTimeout, GroupPeerFault}, // forward zones: the resolver's own timeout
+	{wire.ErrHTTPStatus, GroupPeerFault},
+	{wire.ErrContentType, GroupPeerFault},
 }
 
 // localErrnos are the system errors that mean this host, not the
@@ -69,7 +72,9 @@ var localErrnos = [...]syscall.Errno{
 	syscall.EADDRNOTAVAIL, // ephemeral ports exhausted
 }
 
-// Classify places err in its group. It is the one place that decides.
+// Classify places err in its group. It is the one place that decides, and
+// it decides in a fixed order: the query's cancellation, the budget, the
+// sentinels as sentinelGroups lists them, then local system errors.
 // Errors nobody placed deliberately are peer faults: an attempt that
 // completed with an error we do not recognise came from talking to the
 // upstream, and the transport is the place to say otherwise.
@@ -77,12 +82,14 @@ func Classify(err error) Group {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return GroupCanceled
-	case errors.Is(err, wire.ErrBudgetExhausted):
+	case errors.Is(err, ErrBudgetExhausted):
+		// No transport of ours returns it; one that wraps a pool of its
+		// own may.
 		return GroupBudgetExhausted
 	}
-	for sentinel, g := range sentinelGroups {
-		if errors.Is(err, sentinel) {
-			return g
+	for _, s := range sentinelGroups {
+		if errors.Is(err, s.err) {
+			return s.group
 		}
 	}
 	var errno syscall.Errno

@@ -33,7 +33,7 @@ func chaotic(upstream int, seed uint64) func(context.Context, *dns.Msg) (*dns.Ms
 		case 5:
 			return nil, syscall.EMFILE
 		default:
-			return nil, wire.ErrBudgetExhausted
+			return nil, ErrBudgetExhausted
 		}
 	}
 }
@@ -61,7 +61,7 @@ func TestPermitConservation(t *testing.T) {
 			specs[i] = Spec{
 				Name:      "u",
 				Slots:     rapid.IntRange(1, 4).Draw(rt, "slots"),
-				Transport: wire.ExchangerFunc(chaotic(i, seed)),
+				Transport: wire.MsgFunc(chaotic(i, seed)),
 			}
 		}
 		pool, err := NewPool(policy, specs, nil)
@@ -85,7 +85,11 @@ func TestPermitConservation(t *testing.T) {
 				}
 				m := query()
 				m.Id = uint16(q)
-				r := pool.Exchange(ctx, m, nil)
+				q, err := wire.NewQuery(m)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				r := pool.Exchange(ctx, q, time.Now(), nil)
 				mu.Lock()
 				defer mu.Unlock()
 				if r.Err == nil {

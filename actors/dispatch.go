@@ -6,14 +6,12 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Exchange resolves q through the pool under one deadline,
-// D = arrival + TotalTimeout (arrival: when Exchange is called, or a
-// WireQuery's Arrival), following spec section 4: a non-blocking sweep in
+// D = arrival + TotalTimeout (arrival: when the client's query arrived, as
+// read by the caller), following spec section 4: a non-blocking sweep in
 // priority order, failover after peer faults, a blocking wait on every
 // saturated eligible upstream at once only when none has a free slot, and a
 // second pass that probes backed-off upstreams. It runs on the caller's
@@ -23,34 +21,16 @@ import (
 // is trail[:0] with every attempt appended, so a caller that passes a stack
 // array's slice pays no allocation for it.
 //
-// q is never modified. Exchange never returns before every permit it took
-// is returned.
-func (p *Pool) Exchange(ctx context.Context, q *dns.Msg, trail []Attempt) Result {
-	return p.exchange(ctx, q, nil, trail)
-}
-
-// ExchangeWire is Exchange on the byte path: upstreams whose transport is a
-// wire.RawExchanger are sent q.Packed and may answer with bytes in q.Buf
-// (Result.Raw); the others exchange q.Msg. The deadline counts from
-// q.Arrival when it is set. Everything else, the order, the classification
-// and the attribution, is Exchange's.
-func (p *Pool) ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []Attempt) Result {
-	return p.exchange(ctx, q.Msg, q, trail)
-}
-
-func (p *Pool) exchange(ctx context.Context, q *dns.Msg, wq *wire.WireQuery, trail []Attempt) Result {
-	now := time.Now()
-	arrival := now
-	if wq != nil && !wq.Arrival.IsZero() {
-		arrival = wq.Arrival
-	}
+// q.Msg is never modified; the transports write their wire IDs into
+// q.Packed and may put the answer's bytes in q.Buf. Exchange never returns
+// before every permit it took is returned.
+func (p *Pool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []Attempt) Result {
 	d := dispatch{
 		pool:     p,
 		ctx:      ctx,
 		q:        q,
-		wq:       wq,
 		deadline: arrival.Add(p.policy.TotalTimeout),
-		now:      now,
+		now:      arrival,
 		res:      Result{Upstream: -1, Attempts: trail[:0]},
 	}
 	d.run()
@@ -65,14 +45,11 @@ func (p *Pool) exchange(ctx context.Context, q *dns.Msg, wq *wire.WireQuery, tra
 type dispatch struct {
 	pool     *Pool
 	ctx      context.Context
-	q        *dns.Msg
-	wq       *wire.WireQuery // the byte path's query, or nil
-	deadline time.Time
-	// now is the clock as last read, which is after the last step that
-	// could block (the call, a slot wait, an attempt): the steps in
-	// between only take slots without blocking and read health, so they
-	// share it, and a query that is answered at once reads the clock
-	// twice, when it enters the pool and when its attempt ends.
+	q        *wire.Query
+	deadline time.Time // D
+	// now is the clock as last read: at the query's arrival, at the end of
+	// an attempt or of a slot wait. The sweep reads health at it; an
+	// attempt reads the clock afresh before it starts (begin).
 	now     time.Time
 	tried   uint64 // upstreams attempted: each at most once per query
 	skipped uint64 // upstreams skipped for backoff in pass one: pass two's probes
@@ -81,26 +58,26 @@ type dispatch struct {
 }
 
 func (d *dispatch) run() {
-	if d.ctx.Err() != nil {
-		d.res.Err = context.Canceled
+	if err := d.ctx.Err(); err != nil {
+		d.res.Err = err
 		return
 	}
 	// Pass one: eligible upstreams, in priority order among those that can
 	// take the query now.
 	for {
-		i, trial, ok := d.sweep()
+		p, ok := d.sweep()
 		if !ok {
 			waitable := d.saturated()
 			if waitable == 0 {
 				break
 			}
 			var err error
-			if i, err = d.wait(waitable); err != nil {
+			if p, err = d.wait(waitable); err != nil {
 				d.res.Err = err
 				return
 			}
 		}
-		if over := d.attempt(i, trial, trial); over {
+		if over := d.attempt(&p); over {
 			return
 		}
 	}
@@ -110,24 +87,24 @@ func (d *dispatch) run() {
 	for m := d.skipped &^ d.tried; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		u := d.pool.upstreams[i]
-		trial := false
+		p := permit{u: u, i: i, probe: true}
 		if u.eligibility(d.now) == HalfOpen {
 			// A half-open upstream belongs to its one trial query.
 			if !u.trial.CompareAndSwap(false, true) {
 				continue
 			}
-			trial = true
+			p.trial = true
 		}
-		if !u.tryAcquire() {
-			if _, err := d.wait(1 << i); err != nil {
-				if trial {
-					u.trial.Store(false)
-				}
-				d.res.Err = err
-				return
-			}
+		if u.tryAcquire() {
+			p.slot = true
+		} else if _, err := d.wait(1 << i); err == nil {
+			p.slot = true
+		} else {
+			p.release()
+			d.res.Err = err
+			return
 		}
-		if over := d.attempt(i, true, trial); over {
+		if over := d.attempt(&p); over {
 			return
 		}
 	}
@@ -135,10 +112,10 @@ func (d *dispatch) run() {
 }
 
 // sweep takes a slot, without blocking, on the first eligible untried
-// upstream in priority order that has one, and reports it. A saturated
-// upstream is passed over while another has capacity; the next sweep tries
-// it again. trial says the query holds the upstream's half-open trial.
-func (d *dispatch) sweep() (i int, trial, ok bool) {
+// upstream in priority order that has one, and returns the permit. A
+// saturated upstream is passed over while another has capacity; the next
+// sweep tries it again.
+func (d *dispatch) sweep() (permit, bool) {
 	now := d.now
 	for i, u := range d.pool.upstreams {
 		bit := uint64(1) << i
@@ -148,14 +125,14 @@ func (d *dispatch) sweep() (i int, trial, ok bool) {
 		switch u.eligibility(now) {
 		case Healthy:
 			if u.tryAcquire() {
-				return i, false, true
+				return permit{u: u, i: i, slot: true}, true
 			}
 		case HalfOpen:
 			if !u.trial.CompareAndSwap(false, true) {
 				continue // another query is the trial: ineligible for this one
 			}
 			if u.tryAcquire() {
-				return i, true, true
+				return permit{u: u, i: i, probe: true, trial: true, slot: true}, true
 			}
 			u.trial.Store(false)
 			d.skipped |= bit
@@ -163,7 +140,7 @@ func (d *dispatch) sweep() (i int, trial, ok bool) {
 			d.skipped |= bit
 		}
 	}
-	return -1, false, false
+	return permit{}, false
 }
 
 // saturated returns the untried upstreams that are eligible without a
@@ -179,103 +156,71 @@ func (d *dispatch) saturated() uint64 {
 	return m
 }
 
-// attempt runs one exchange with upstream i, whose slot the query holds,
-// and applies the classification table of spec section 4. It returns the
-// slot (and the trial token when the outcome is not recorded) on every
-// path, and reports whether the query is over.
-func (d *dispatch) attempt(i int, probe, trial bool) (over bool) {
-	start, expiry, truncated, ok, over := d.begin(i, probe, trial)
+// attempt runs one exchange on p, which holds a slot, and applies the
+// classification table of spec section 4. Whatever happens, p is released
+// before it returns. It reports whether the query is over.
+func (d *dispatch) attempt(p *permit) (over bool) {
+	defer p.release()
+	a, ok, over := d.begin(p)
 	if !ok {
 		return over
 	}
-	u := d.pool.upstreams[i]
-	actx := newAttemptCtx(d.ctx, expiry)
-	defer actx.stop()
-	released := false
-	defer func() {
-		if !released {
-			// The transport panicked. The listener recovers the panic and
-			// answers SERVFAIL; the permit and the trial must not go with
-			// it, or the upstream would lose a slot for good.
-			u.release()
-			if trial {
-				u.trial.Store(false)
-			}
-		}
-	}()
-	var ans wire.Answer
-	var err error
-	if d.wq != nil && u.raw != nil {
-		ans, err = u.raw.ExchangeRaw(actx, d.wq)
-	} else {
-		ans.Msg, err = u.transport.Exchange(actx, d.q)
-	}
+	ans, err := p.u.transport.Exchange(d.ctx, d.q, a.expiry)
 	end := time.Now()
 	d.now = end
-	expired := err != nil && (actx.Err() == context.DeadlineExceeded || !end.Before(expiry))
-	u.release()
-	released = true
-	return d.settle(i, probe, trial, start, end, truncated, expired, ans, err)
+	p.releaseSlot()
+	return d.settle(p, a, end, ans, err)
 }
 
-// begin is an attempt's head: the post-admission health recheck and the
-// last deadline check, both at d.now, the clock as read after the last step
-// that could block (nothing that waits happens in between). With ok it returns the attempt's start and expiry, the expiry
-// truncated to the query's deadline when that comes first. Otherwise the
-// slot (and the trial) went back, and over says whether the query is over.
-func (d *dispatch) begin(i int, probe, trial bool) (start, expiry time.Time, truncated, ok, over bool) {
-	u := d.pool.upstreams[i]
-	d.tried |= 1 << i
-
-	start = d.now
-	el := u.eligibility(start)
-	if !probe && el != Healthy || trial && !d.passTwo && el == BackedOff {
-		// It entered backoff while we waited: give the slot back, let the
-		// sweep move on, and leave it to pass two.
-		u.release()
-		if trial {
-			u.trial.Store(false)
-		}
-		d.tried &^= 1 << i
-		d.skipped |= 1 << i
-		return start, expiry, false, false, false
+// begin is an attempt's head, at a fresh reading of the clock (spec
+// section 4, steps 4 and 5): the post-admission health recheck and the last
+// deadline check. With ok it returns the attempt's budget. Otherwise the
+// attempt does not start, and over says whether the query is over.
+func (d *dispatch) begin(p *permit) (a attempt, ok, over bool) {
+	u := p.u
+	a.start = time.Now()
+	d.now = a.start
+	el := u.eligibility(a.start)
+	if !p.probe && el != Healthy || p.trial && !d.passTwo && el == BackedOff {
+		// It entered backoff while we waited: the slot goes back, the
+		// sweep moves on, and pass two may probe it.
+		d.skipped |= 1 << p.i
+		return a, false, false
 	}
-	if !start.Before(d.deadline) {
+	d.tried |= 1 << p.i
+	if !a.start.Before(d.deadline) {
 		// No attempt after the deadline: an instant transport must not
 		// manufacture evidence once the budget is gone.
-		u.release()
-		if trial {
-			u.trial.Store(false)
-		}
 		d.res.Err = ErrBudgetExhausted
-		return start, expiry, false, false, true
+		return a, false, true
 	}
-	expiry = start.Add(d.pool.policy.AttemptTimeout)
-	truncated = expiry.After(d.deadline)
-	if truncated {
-		expiry = d.deadline
+	a.expiry = a.start.Add(d.pool.policy.AttemptTimeout)
+	a.truncated = a.expiry.After(d.deadline)
+	if a.truncated {
+		a.expiry = d.deadline
 	}
-	return start, expiry, truncated, true, false
+	return a, true, false
 }
 
 // settle is an attempt's tail, once the transport has returned (ans, err)
 // at end and the slot is back: the classification table of spec section 4,
 // the trail, the observer, the health record and the attribution. It
 // reports whether the query is over.
-func (d *dispatch) settle(i int, probe, trial bool, start, end time.Time, truncated, expired bool, ans wire.Answer, err error) (over bool) {
-	u := d.pool.upstreams[i]
+func (d *dispatch) settle(p *permit, a attempt, end time.Time, ans wire.Answer, err error) (over bool) {
 	var outcome Outcome
 	switch {
 	case err == nil:
 		outcome, d.res.Err, over = OutcomeAnswer, nil, true
-		d.res.Msg, d.res.Raw, d.res.Layout = ans.Msg, ans.Raw, ans.Layout
+		d.res.Answer = ans
 	case d.ctx.Err() != nil:
-		outcome, d.res.Err, over = OutcomeCanceled, context.Canceled, true
-	case expired && truncated:
+		// The query's caller gave up (cancelled, or a deadline of its
+		// own): nothing is said about the upstream.
+		outcome, d.res.Err, over = OutcomeCanceled, d.ctx.Err(), true
+	case a.expired(end, err) && a.truncated:
 		// Censored: the pool did not grant the full interval, so this says
 		// nothing about the upstream.
 		outcome, d.res.Err, over = OutcomeCensored, ErrBudgetExhausted, true
-	case expired:
+	case a.expired(end, err):
 		outcome = OutcomeExpired
 	default:
 		switch Classify(err) {
@@ -290,16 +235,14 @@ func (d *dispatch) settle(i int, probe, trial bool, start, end time.Time, trunca
 		}
 	}
 
-	dur := end.Sub(start)
-	d.res.Attempts = append(d.res.Attempts, Attempt{Upstream: i, Outcome: outcome, Duration: dur, Err: err})
+	dur := end.Sub(a.start)
+	d.res.Attempts = append(d.res.Attempts, Attempt{Upstream: p.i, Outcome: outcome, Duration: dur, Err: err})
 	if d.pool.observer != nil {
-		d.pool.observer.ObserveAttempt(i, outcome, dur)
+		d.pool.observer.ObserveAttempt(p.i, outcome, dur)
 	}
 	if outcome.Recorded() {
-		d.res.Upstream = i // attribution: only after an outcome is recorded
-		u.record(message{outcome: outcome, at: end, probe: probe, trial: trial, err: err})
-	} else if trial {
-		u.trial.Store(false) // hand the trial to the next query
+		d.res.Upstream = p.i // attribution: only after an outcome is recorded
+		p.u.record(message{outcome: outcome, at: end, probe: p.probe, trial: p.handTrial(), err: err})
 	}
 	return over
 }

@@ -1,18 +1,19 @@
 package actors
 
 import (
-	"github.com/nxdnsd/nxdnsd/wire"
-
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/miekg/dns"
-	"time"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // The decisive regression of the design note: a primary that stalls its
@@ -21,7 +22,7 @@ func TestFastStandbyAtDefaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
 		start := time.Now()
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if r.Err != nil || r.Msg == nil || r.Upstream != 1 {
 			t.Fatalf("got err=%v upstream=%d, want an answer from u1", r.Err, r.Upstream)
 		}
@@ -43,7 +44,7 @@ func TestFastStandbyAtDefaults(t *testing.T) {
 func holdSlots(t *testing.T, pool *Pool, n int, wg *sync.WaitGroup) {
 	t.Helper()
 	for range n {
-		wg.Go(func() { pool.Exchange(t.Context(), query(), nil) })
+		wg.Go(func() { exchange(t, pool, t.Context()) })
 	}
 	synctest.Wait()
 }
@@ -62,7 +63,7 @@ func TestSaturatedPrimaryDefersToStandby(t *testing.T) {
 		}
 
 		start := time.Now()
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if r.Err != nil || r.Upstream != 1 {
 			t.Fatalf("got err=%v upstream=%d, want an answer from u1", r.Err, r.Upstream)
 		}
@@ -91,7 +92,7 @@ func TestWaitWakesOnAnyUpstream(t *testing.T) {
 		holdSlots(t, pool, 1, &wg)
 
 		done := make(chan Result, 1)
-		go func() { done <- pool.Exchange(t.Context(), query(), nil) }()
+		go func() { done <- exchange(t, pool, t.Context()) }()
 		synctest.Wait()
 		pool.upstreams[1].transport = &fakeTransport{fn: answering}
 		gate1 <- nil // u1 frees first
@@ -122,7 +123,7 @@ func TestTruncatedExpiryIsCensored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, _ := newTestPool(t, tight, up{fn: stalling}, up{fn: stalling})
 		start := time.Now()
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if !errors.Is(r.Err, ErrBudgetExhausted) {
 			t.Fatalf("err %v, want budget exhausted", r.Err)
 		}
@@ -152,7 +153,7 @@ func TestTruncatedExpiryIsCensored(t *testing.T) {
 func TestTruncatedAttemptRefusedIsRecorded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, _ := newTestPool(t, tight, up{fn: stalling}, up{fn: after(100*time.Millisecond, refusing)})
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if !errors.Is(r.Err, ErrAllFailed) {
 			t.Fatalf("err %v, want every upstream failed", r.Err)
 		}
@@ -176,7 +177,7 @@ func TestQueueOnlyExhaustion(t *testing.T) {
 		pool, _ := newTestPool(t, defaults, up{slots: 1, fn: stubborn(gate)})
 		var wg sync.WaitGroup
 		holdSlots(t, pool, 1, &wg)
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != -1 || len(r.Attempts) != 0 {
 			t.Fatalf("got err=%v upstream=%d attempts=%v, want budget exhausted, none attributed, no attempt", r.Err, r.Upstream, r.Attempts)
 		}
@@ -202,7 +203,7 @@ func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, fakes := newTestPool(t, quick, up{fn: refusing}, up{fn: refusing}, up{fn: stalling})
 		// Open every breaker: u0 and u1 refuse at once, u2 stalls.
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if got, want := outcomes(r), []string{"u0:peer_fault", "u1:peer_fault", "u2:expired"}; !slices.Equal(got, want) {
 			t.Fatalf("trail %v, want %v", got, want)
 		}
@@ -215,7 +216,7 @@ func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
 		// u1 recovers; u2 would stall. Still inside every backoff.
 		fakes[1].fn = answering
 		start := time.Now()
-		r = pool.Exchange(t.Context(), query(), nil)
+		r = exchange(t, pool, t.Context())
 		if r.Err != nil || r.Upstream != 1 {
 			t.Fatalf("got err=%v upstream=%d, want u1 answering a probe", r.Err, r.Upstream)
 		}
@@ -240,7 +241,7 @@ func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
 		pool.upstreams[1].record(message{outcome: OutcomeExpired, at: time.Now(), err: context.DeadlineExceeded})
 		pool.sync()
 		start = time.Now()
-		r = pool.Exchange(t.Context(), query(), nil)
+		r = exchange(t, pool, t.Context())
 		if d := time.Since(start); d > quick.TotalTimeout {
 			t.Errorf("pass two took %v, more than the total budget", d)
 		}
@@ -253,7 +254,7 @@ func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
 func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, fakes := newTestPool(t, quick, up{fn: refusing}, up{fn: answering})
-		if r := pool.Exchange(t.Context(), query(), nil); r.Upstream != 1 {
+		if r := exchange(t, pool, t.Context()); r.Upstream != 1 {
 			t.Fatalf("first query: upstream %d", r.Upstream)
 		}
 		pool.sync()
@@ -265,7 +266,7 @@ func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 		results := make(chan Result, 20)
 		var wg sync.WaitGroup
 		for range 20 {
-			wg.Go(func() { results <- pool.Exchange(t.Context(), query(), nil) })
+			wg.Go(func() { results <- exchange(t, pool, t.Context()) })
 		}
 		synctest.Wait()
 		if n := fakes[0].calls.Load(); n != 1 {
@@ -284,7 +285,7 @@ func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 
 		time.Sleep(2 * quick.Health.Backoff)
 		fakes[0].fn = answering
-		if r := pool.Exchange(t.Context(), query(), nil); r.Upstream != 0 {
+		if r := exchange(t, pool, t.Context()); r.Upstream != 0 {
 			t.Fatalf("trial after the doubled backoff went to u%d, want u0", r.Upstream)
 		}
 		pool.sync()
@@ -299,7 +300,7 @@ func TestCancellationRecordsNothing(t *testing.T) {
 		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
-		r := pool.Exchange(ctx, query(), nil)
+		r := exchange(t, pool, ctx)
 		if !errors.Is(r.Err, context.Canceled) || r.Upstream != -1 {
 			t.Fatalf("got err=%v upstream=%d, want canceled with nobody attributed", r.Err, r.Upstream)
 		}
@@ -326,8 +327,9 @@ func TestNoAttemptAfterTheDeadline(t *testing.T) {
 			t.Fatal("no slot")
 		}
 		now := time.Now()
-		d := dispatch{pool: pool, ctx: t.Context(), q: query(), deadline: now, now: now, res: Result{Upstream: -1}}
-		if over := d.attempt(0, false, false); !over {
+		d := dispatch{pool: pool, ctx: t.Context(), q: packed(t, query()), deadline: now, now: now, res: Result{Upstream: -1}}
+		p := permit{u: u, i: 0, slot: true}
+		if over := d.attempt(&p); !over {
 			t.Fatal("the query went on past its deadline")
 		}
 		if !errors.Is(d.res.Err, ErrBudgetExhausted) || d.res.Upstream != -1 {
@@ -352,7 +354,7 @@ func TestPostAdmissionRecheck(t *testing.T) {
 		holdSlots(t, pool, 2, &wg) // one on each upstream
 
 		done := make(chan Result, 1)
-		go func() { done <- pool.Exchange(t.Context(), query(), nil) }()
+		go func() { done <- exchange(t, pool, t.Context()) }()
 		synctest.Wait()
 		// u0 goes into backoff (as another query's failure would do) while
 		// the query waits; then its holder ends with a local error, which
@@ -384,7 +386,7 @@ func TestTwoStallingUpstreamsCostOneBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, fakes := newTestPool(t, defaults, up{fn: stalling}, up{fn: stalling}, up{fn: answering})
 		start := time.Now()
-		r := pool.Exchange(t.Context(), query(), nil)
+		r := exchange(t, pool, t.Context())
 		if d := time.Since(start); d != defaults.TotalTimeout {
 			t.Errorf("took %v, want the one total budget %v", d, defaults.TotalTimeout)
 		}
@@ -406,8 +408,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
 		start := time.Now()
-		wq := &wire.WireQuery{Msg: query(), Arrival: start.Add(-4 * time.Second)}
-		r := pool.ExchangeWire(t.Context(), wq, nil)
+		r := pool.Exchange(t.Context(), packed(t, query()), start.Add(-4*time.Second), nil)
 		if d := time.Since(start); d != time.Second {
 			t.Errorf("took %v, want the 1s left of the budget", d)
 		}
@@ -424,7 +425,7 @@ func TestBudgetCounterOncePerQuery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, _ := newTestPool(t, tight, up{fn: stalling}, up{fn: stalling})
 		for i := 1; i <= 3; i++ {
-			r := pool.Exchange(t.Context(), query(), nil)
+			r := exchange(t, pool, t.Context())
 			if !errors.Is(r.Err, ErrBudgetExhausted) {
 				t.Fatalf("query %d: %v", i, r.Err)
 			}
@@ -448,14 +449,133 @@ func TestPanickingTransportReturnsThePermit(t *testing.T) {
 					t.Fatal("the panic did not reach the caller")
 				}
 			}()
-			pool.Exchange(t.Context(), query(), nil)
+			exchange(t, pool, t.Context())
 		}()
 		if in := pool.Status()[0].InFlight; in != 0 {
 			t.Fatalf("%d permits held after the panic, want 0", in)
 		}
 		fakes[0].fn = answering
-		if r := pool.Exchange(t.Context(), query(), nil); r.Err != nil || r.Upstream != 0 {
+		if r := exchange(t, pool, t.Context()); r.Err != nil || r.Upstream != 0 {
 			t.Errorf("next query: err=%v upstream=%d, want an answer from the only upstream", r.Err, r.Upstream)
 		}
 	})
+}
+
+// A deadline of the caller's own is not a cancellation: the query ends with
+// context.DeadlineExceeded, whether it ends in an attempt, in a slot wait
+// or before the pool did anything, and nothing is recorded. The dispatch
+// used to report every context error as context.Canceled.
+func TestCallerDeadlineIsNotCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan error)
+		pool, _ := newTestPool(t, defaults, up{slots: 1, fn: stalling}, up{slots: 1, fn: stubborn(gate)})
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		r := exchange(t, pool, ctx) // in u0's attempt
+		if !errors.Is(r.Err, context.DeadlineExceeded) || errors.Is(r.Err, context.Canceled) {
+			t.Errorf("in an attempt: err=%v, want context.DeadlineExceeded", r.Err)
+		}
+		if got, want := outcomes(r), []string{"u0:canceled"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+
+		// Every slot held: the query waits, and its caller's deadline ends
+		// the wait.
+		pool.upstreams[0].slots <- struct{}{}
+		var wg sync.WaitGroup
+		wg.Go(func() { exchange(t, pool, t.Context()) })
+		synctest.Wait()
+		ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if r := exchange(t, pool, ctx); !errors.Is(r.Err, context.DeadlineExceeded) {
+			t.Errorf("in a slot wait: err=%v, want context.DeadlineExceeded", r.Err)
+		}
+		<-pool.upstreams[0].slots
+		gate <- nil
+		wg.Wait()
+
+		if r := exchange(t, pool, ctx); !errors.Is(r.Err, context.DeadlineExceeded) || len(r.Attempts) != 0 {
+			t.Errorf("after the deadline: err=%v attempts=%d, want context.DeadlineExceeded and none", r.Err, len(r.Attempts))
+		}
+		pool.sync()
+		if st := pool.Status(); st[0].Failures+st[1].Failures != 0 {
+			t.Errorf("failures recorded: %+v", st)
+		}
+	})
+}
+
+// sleepyObserver sleeps in its first ObserveAttempt: a step of the query's
+// own goroutine that takes time without blocking on anything of the pool's.
+type sleepyObserver struct{ d time.Duration }
+
+func (o *sleepyObserver) ObserveAttempt(int, Outcome, time.Duration) {
+	time.Sleep(o.d)
+	o.d = 0
+}
+
+// The clock is read again right before an attempt (spec section 4, step
+// 5): when the query's deadline passed after the last reading, the next
+// attempt does not start. The dispatch used to start it on the reading
+// taken when the previous attempt ended: u1 was attempted 6 s into a 5 s
+// budget, and this test failed.
+func TestClockReadBeforeEachAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u0, u1 := &fakeTransport{fn: refusing}, &fakeTransport{fn: answering}
+		pool, err := NewPool(defaults, []Spec{
+			{Name: "u0", Slots: 1, Transport: u0},
+			{Name: "u1", Slots: 1, Transport: u1},
+		}, &sleepyObserver{d: defaults.TotalTimeout + time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		r := exchange(t, pool, t.Context())
+		if !errors.Is(r.Err, ErrBudgetExhausted) {
+			t.Errorf("err=%v, want budget exhausted", r.Err)
+		}
+		if n := u1.calls.Load(); n != 0 {
+			t.Errorf("u1 was attempted %d times after the deadline", n)
+		}
+		if got, want := outcomes(r), []string{"u0:peer_fault"}; !slices.Equal(got, want) {
+			t.Errorf("trail %v, want %v", got, want)
+		}
+	})
+}
+
+// The context a transport gets is one that context.AfterFunc,
+// context.WithCancel and net.Dialer can watch without a goroutine each.
+// The pool used to hand transports an attempt context of its own type,
+// which the context package can only watch with a goroutine: 100
+// AfterFunc calls on it started 100 goroutines, and this test failed.
+func TestTransportContextNeedsNoGoroutines(t *testing.T) {
+	const n = 100
+	var grew int
+	watching := wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+		before := runtime.NumGoroutine()
+		stops := make([]func() bool, 0, 2*n)
+		for range n {
+			stops = append(stops, context.AfterFunc(ctx, func() {}))
+			c, cancel := context.WithCancel(ctx)
+			stops = append(stops, func() bool { cancel(); return c.Err() != nil })
+		}
+		grew = runtime.NumGoroutine() - before
+		for _, stop := range stops {
+			stop()
+		}
+		return wire.MsgFunc(answering).Exchange(ctx, q, expiry)
+	})
+	pool, err := NewPool(defaults, []Spec{{Name: "u0", Slots: 1, Transport: watching}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx, cancel := context.WithCancel(t.Context()) // as the listener's is
+	defer cancel()
+	if r := exchange(t, pool, ctx); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if grew >= n/2 {
+		t.Errorf("%d watches of the transport's context started %d goroutines", 2*n, grew)
+	}
 }

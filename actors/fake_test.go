@@ -10,6 +10,8 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,9 +23,11 @@ type fakeTransport struct {
 	fn    func(ctx context.Context, m *dns.Msg) (*dns.Msg, error)
 }
 
-func (f *fakeTransport) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+// Exchange runs fn on the query's message under a context that ends at
+// the attempt's expiry, as a message-only transport does.
+func (f *fakeTransport) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
 	f.calls.Add(1)
-	return f.fn(ctx, m)
+	return wire.MsgFunc(f.fn).Exchange(ctx, q, expiry)
 }
 
 func answering(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
@@ -120,6 +124,21 @@ func query() *dns.Msg {
 	m := new(dns.Msg)
 	m.SetQuestion("example.com.", dns.TypeA)
 	return m
+}
+
+// packed returns m as the pool's query.
+func packed(tb testing.TB, m *dns.Msg) *wire.Query {
+	tb.Helper()
+	q, err := wire.NewQuery(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
+}
+
+// exchange resolves the test query through pool, arriving now.
+func exchange(tb testing.TB, pool *Pool, ctx context.Context) Result {
+	return pool.Exchange(ctx, packed(tb, query()), time.Now(), nil)
 }
 
 // outcomes returns a trail's (upstream, outcome) pairs for comparison.

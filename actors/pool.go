@@ -20,9 +20,8 @@ import (
 const MaxUpstreams = 64
 
 var (
-	// ErrBudgetExhausted: the query's deadline passed in the pool. The same
-	// error as the transports', so errors.Is works across layers.
-	ErrBudgetExhausted = wire.ErrBudgetExhausted
+	// ErrBudgetExhausted: the query's deadline passed in the pool.
+	ErrBudgetExhausted = errors.New("budget exhausted")
 
 	// ErrAllFailed: every upstream the query could try failed before its
 	// deadline (or none could be tried at all).

@@ -3,8 +3,6 @@ package actors
 import (
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -50,20 +48,15 @@ type Attempt struct {
 
 // Result is what Pool.Exchange found out about one query.
 type Result struct {
-	// Msg is the answer, nil unless Err is nil. After ExchangeWire the
-	// answer may be Raw instead: exactly one of the two is set.
-	Msg *dns.Msg
-
-	// Raw is an answer that came through a transport's byte path
-	// (wire.RawExchanger): its bytes, in the WireQuery's Buf, with the wire
-	// ID still in place, and where its parts lie.
-	Raw    []byte
-	Layout wire.AnswerLayout
+	// Answer is the upstream's answer, set (Msg or Raw) when Err is nil. A
+	// Raw answer lies in the query's Buf, with the wire ID still in place.
+	wire.Answer
 
 	// Err is nil with an answer, else one of ErrBudgetExhausted (the query's
 	// deadline passed), ErrAllFailed (every upstream tried failed before the
-	// deadline), context.Canceled, or a local resource error. Every one of
-	// them answers SERVFAIL.
+	// deadline), the query's context's error (context.Canceled, or
+	// context.DeadlineExceeded for a deadline of the caller's own), or a
+	// local resource error. Every one of them answers SERVFAIL.
 	Err error
 
 	// Upstream is the index of the last upstream whose outcome was recorded

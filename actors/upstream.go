@@ -41,8 +41,7 @@ type view struct {
 type Upstream struct {
 	Name      string
 	Address   string
-	transport wire.Exchanger
-	raw       wire.RawExchanger // transport, when it has a byte path; else nil
+	transport wire.Exchanger // always non-nil
 
 	// slots is the counting semaphore of in-flight exchanges: a token in
 	// the channel is a held permit. Capacity is the configured slots.
@@ -78,7 +77,6 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 		done:      make(chan struct{}),
 		policy:    p,
 	}
-	u.raw, _ = t.(wire.RawExchanger)
 	u.cur.Store(&view{})
 	go u.run()
 	return u

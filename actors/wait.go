@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"math/bits"
 	"reflect"
 	"time"
@@ -9,18 +8,18 @@ import (
 
 // wait blocks until a slot frees on ANY upstream in the mask (a freed
 // lower-priority slot wakes the query too), the deadline passes
-// (ErrBudgetExhausted) or the query is cancelled (context.Canceled). On
-// success the query holds a slot on the returned upstream; on error it
-// holds none. One select decides, so exactly one case wins and a permit can
+// (ErrBudgetExhausted) or the query's context ends (its error). On
+// success the returned permit holds a slot on the upstream that freed; on
+// error nothing is held. One select decides, so exactly one case wins and a permit can
 // be neither taken twice nor lost.
 //
 // Every call that actually waits counts once in the queued counters,
 // whatever ends it.
-func (d *dispatch) wait(mask uint64) (int, error) {
+func (d *dispatch) wait(mask uint64) (permit, error) {
 	start := d.now // nothing has blocked since it was read
 	remaining := d.deadline.Sub(start)
 	if remaining <= 0 {
-		return -1, ErrBudgetExhausted
+		return permit{}, ErrBudgetExhausted
 	}
 	p := d.pool
 	p.queued.Add(1)
@@ -34,10 +33,17 @@ func (d *dispatch) wait(mask uint64) (int, error) {
 	timer := p.timers.Get(remaining)
 	defer p.timers.Put(timer)
 
+	var i int
+	var err error
 	if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
-		return d.waitFixed(mask, timer.C)
+		i, err = d.waitFixed(mask, timer.C)
+	} else {
+		i, err = d.waitReflect(mask, timer.C)
 	}
-	return d.waitReflect(mask, timer.C)
+	if err != nil {
+		return permit{}, err
+	}
+	return permit{u: p.upstreams[i], i: i, slot: true}, nil
 }
 
 // fixedWait holds up to four slot channels for one select statement; an
@@ -69,7 +75,7 @@ func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time) (int, error
 	case <-deadline:
 		return -1, ErrBudgetExhausted
 	case <-d.ctx.Done():
-		return -1, context.Canceled
+		return -1, d.ctx.Err()
 	}
 }
 
@@ -95,6 +101,6 @@ func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time) (int, err
 	case chosen == n:
 		return -1, ErrBudgetExhausted
 	default:
-		return -1, context.Canceled
+		return -1, d.ctx.Err()
 	}
 }

@@ -122,7 +122,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	s := cfg.Server
 	d.server = &wire.Server{
 		Listen:               s.Listen,
-		Handler:              wire.HandlerFunc(d.serve),
+		Handler:              d.handler,
 		TCPIdleTimeout:       s.TCPIdleTimeout(),
 		MaxTCPConnections:    s.MaxTCPConnections,
 		MaxConcurrentQueries: s.MaxConcurrentQueries,
@@ -132,10 +132,6 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	}
 	d.admin = d.newAdmin()
 	return d, nil
-}
-
-func (d *Daemon) serve(ctx context.Context, req *wire.Request) []byte {
-	return d.handler.ServeInto(ctx, req.Raw, req.Proto, req.Client, req.Answer)
 }
 
 // localRecords turns the validated configuration's records into the query

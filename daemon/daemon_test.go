@@ -238,8 +238,9 @@ resolver = %q
 	}
 }
 
-// A truncated UDP answer and a TCP resolver that stalls end after one read
-// timeout, not two, with SERVFAIL.
+// A truncated UDP answer and a TCP resolver that stalls end with SERVFAIL,
+// the TCP fallback tried. That the two share one read timeout, not two, is
+// tested exactly under synctest (wire's TestForwarderOneBudget).
 func TestForwardZoneOneReadTimeout(t *testing.T) {
 	const readTimeout = 400 * time.Millisecond
 	tcpReached := make(chan string, 1)
@@ -252,9 +253,7 @@ read_timeout_ms = %d
 zone = "lan."
 resolver = %q
 `, readTimeout.Milliseconds(), lan.Addr))
-	start := time.Now()
 	r := ask(t, "udp", s.udp, wiretest.Query("nas.lan.", dns.TypeA))
-	took := time.Since(start)
 	if r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("rcode %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
@@ -262,10 +261,5 @@ resolver = %q
 	case <-tcpReached:
 	default:
 		t.Error("the TCP fallback was never tried")
-	}
-	// Two read timeouts would be 600 ms; allow generous scheduling slack
-	// below that bound while still telling one budget from two.
-	if took >= 2*readTimeout {
-		t.Errorf("took %v: the TCP fallback got a fresh budget", took)
 	}
 }

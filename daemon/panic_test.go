@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -20,11 +21,11 @@ import (
 func TestPanicInOneQuery(t *testing.T) {
 	up := wiretest.NewServer(t, wiretest.Answer())
 	panicky := func(_ int, x wire.Exchanger) wire.Exchanger {
-		return wire.ExchangerFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-			if strings.HasPrefix(m.Question[0].Name, "panic.") {
+		return wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+			if strings.HasPrefix(q.Msg.Question[0].Name, "panic.") {
 				panic("injected by the test")
 			}
-			return x.Exchange(ctx, m)
+			return x.Exchange(ctx, q, expiry)
 		})
 	}
 	// One slot: a panic that kept its permit would starve the next query.

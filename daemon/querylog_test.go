@@ -118,15 +118,18 @@ func holding(entered chan<- struct{}, release <-chan struct{}) func(int, wire.Ex
 		if i != 0 {
 			return t
 		}
-		return wire.ExchangerFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-			if strings.HasPrefix(m.Question[0].Name, "hold.") {
+		return wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+			if strings.HasPrefix(q.Msg.Question[0].Name, "hold.") {
 				entered <- struct{}{}
 				<-release
 				if err := ctx.Err(); err != nil {
-					return nil, err // a late timeout of the holder's own: its full attempt expired
+					return wire.Answer{}, err
+				}
+				if !expiry.IsZero() && !time.Now().Before(expiry) {
+					return wire.Answer{}, context.DeadlineExceeded // a late timeout of the holder's own: its full attempt expired
 				}
 			}
-			return t.Exchange(ctx, m)
+			return t.Exchange(ctx, q, expiry)
 		})
 	}
 }

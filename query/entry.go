@@ -28,11 +28,11 @@ const (
 // (spec sections 6 and 7). Fields that do not apply to the query's source
 // hold their zero value.
 type Entry struct {
-	// Time is when Serve started on the query.
+	// Time is when ServeDNS started on the query.
 	Time time.Time
 
 	// Client is the address the query came from; Proto is the listener's
-	// transport ("udp", "tcp"), as the listener passed it to Serve.
+	// transport ("udp", "tcp"), as the listener passed it to ServeDNS.
 	Client netip.AddrPort
 	Proto  string
 
@@ -59,7 +59,7 @@ type Entry struct {
 	Zone        string
 	ZoneOutcome string
 
-	// Duration is the time from the start of Serve to the packed answer.
+	// Duration is the time from the start of ServeDNS to the packed answer.
 	Duration time.Duration
 
 	// Queued is the time the query spent waiting for an upstream slot.
@@ -78,7 +78,7 @@ type Entry struct {
 // the metrics.
 type Hooks interface {
 	// QueryDone is called once for every query that gets an answer, dropped
-	// datagrams excluded, on the goroutine that called Serve, before Serve
+	// datagrams excluded, on the goroutine that called ServeDNS, before ServeDNS
 	// returns. It must not retain e nor e.Attempts (copy what it keeps):
 	// both are reused by later queries. Its strings and errors may be kept.
 	QueryDone(e *Entry)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -26,25 +28,31 @@ var testClient = netip.MustParseAddrPort("192.0.2.7:53211")
 // prove that the client's is restored.
 const testID = 0xBEEF
 
-// fakePool is a Pool whose Exchange is a function field; it counts calls.
+// fakePool is a Pool whose Exchange is a function field of the message
+// level (it sees the query's Msg and answers with a Msg); it counts calls.
 type fakePool struct {
-	mu    sync.Mutex
-	calls int
-	raws  int      // answers a bytePool handed over as bytes
-	last  *dns.Msg // the last query it saw
+	mu         sync.Mutex
+	calls      int
+	raws       int       // answers a bytePool handed over as bytes
+	last       *dns.Msg  // the last query it saw
+	lastPacked []byte    // the last query's bytes, as a transport sends them
+	arrival    time.Time // the last query's arrival
 
 	OnExchange func(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result
 }
 
-func (p *fakePool) Exchange(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
+func (p *fakePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []actors.Attempt) actors.Result {
 	p.mu.Lock()
 	p.calls++
-	p.last = q.Copy() // q is the query path's, valid only during the call
+	// q is the query path's, valid only during the call.
+	p.last = q.Msg.Copy()
+	p.lastPacked = append([]byte(nil), q.Packed...)
+	p.arrival = arrival
 	p.mu.Unlock()
 	if p.OnExchange == nil {
 		return actors.Result{Err: errNoFake, Upstream: -1}
 	}
-	return p.OnExchange(ctx, q, trail)
+	return p.OnExchange(ctx, q.Msg, trail)
 }
 
 func (p *fakePool) Calls() int {
@@ -66,6 +74,21 @@ func (p *fakePool) Last() *dns.Msg {
 	return p.last
 }
 
+// LastPacked is the last query's Packed bytes, as the pool's transports
+// would send them.
+func (p *fakePool) LastPacked() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastPacked
+}
+
+// Arrival is the arrival the last query was handed to the pool with.
+func (p *fakePool) Arrival() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.arrival
+}
+
 // answeringPool returns a pool that answers every query from upstream 0
 // with the records given (in text form), as a fresh message with a
 // different ID, the way a transport would hand one over.
@@ -84,7 +107,7 @@ func answeringPool(tb testing.TB, records ...string) *fakePool {
 			m.SetEdns0(4096, o.Do())
 		}
 		trail = append(trail, actors.Attempt{Upstream: 0, Outcome: actors.OutcomeAnswer})
-		return actors.Result{Msg: m, Upstream: 0, Attempts: trail}
+		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
 	}}
 }
 
@@ -153,6 +176,18 @@ func withEDNS(q *dns.Msg, size uint16, do bool) *dns.Msg {
 	return q
 }
 
+// serve is h.ServeDNS of raw, received over proto from testClient, with
+// no memory for the answer.
+func serve(ctx context.Context, h *Handler, raw []byte, proto string) []byte {
+	return serveInto(ctx, h, raw, proto, nil)
+}
+
+// serveInto is serve with buf as the memory for the answer, as a listener
+// lends it.
+func serveInto(ctx context.Context, h *Handler, raw []byte, proto string, buf []byte) []byte {
+	return h.ServeDNS(ctx, &wire.Request{Raw: raw, Proto: proto, Client: testClient, Answer: buf})
+}
+
 // exchange packs q, serves it over proto and unpacks the answer, failing
 // the test when there is none or it does not parse.
 func exchange(tb testing.TB, h *Handler, q *dns.Msg, proto string) (*dns.Msg, []byte) {
@@ -161,9 +196,9 @@ func exchange(tb testing.TB, h *Handler, q *dns.Msg, proto string) (*dns.Msg, []
 	if err != nil {
 		tb.Fatalf("packing the query: %v", err)
 	}
-	out := h.Serve(context.Background(), raw, proto, testClient)
+	out := serve(context.Background(), h, raw, proto)
 	if out == nil {
-		tb.Fatalf("Serve dropped the query")
+		tb.Fatalf("ServeDNS dropped the query")
 	}
 	m := new(dns.Msg)
 	if err := m.Unpack(out); err != nil {
@@ -209,26 +244,52 @@ func rrStrings(rrs []dns.RR) []string {
 	return s
 }
 
-// countingExchanger is a zone client made of a function; it counts calls.
+// countingExchanger is a zone client made of a message-level function; it
+// counts calls and keeps what the last one was given.
 type countingExchanger struct {
-	mu    sync.Mutex
-	calls int
-	last  *dns.Msg
-	fn    func(ctx context.Context, q *dns.Msg) (*dns.Msg, error)
+	mu         sync.Mutex
+	calls      int
+	last       *dns.Msg
+	lastPacked []byte
+	lastExpiry time.Time
+	fn         func(ctx context.Context, q *dns.Msg) (*dns.Msg, error)
 }
 
-func (c *countingExchanger) Exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+func (c *countingExchanger) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
 	c.mu.Lock()
 	c.calls++
-	c.last = q.Copy() // q is the query path's, valid only during the call
+	// q is the query path's, valid only during the call.
+	c.last = q.Msg.Copy()
+	c.lastPacked = append([]byte(nil), q.Packed...)
+	c.lastExpiry = expiry
 	c.mu.Unlock()
-	return c.fn(ctx, q)
+	m, err := c.fn(ctx, q.Msg)
+	return wire.Answer{Msg: m}, err
 }
 
 func (c *countingExchanger) Calls() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.calls
+}
+
+// byteZone is a countingExchanger on the byte path (see onBytePath); it
+// counts the answers it handed over as bytes.
+type byteZone struct {
+	*countingExchanger
+	raws *atomic.Int64
+}
+
+func (z byteZone) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+	a, err := z.countingExchanger.Exchange(ctx, q, expiry)
+	if err != nil {
+		return a, err
+	}
+	a, raw := onBytePath(q, a)
+	if raw {
+		z.raws.Add(1)
+	}
+	return a, nil
 }
 
 // resolverAnswering returns a zone client that answers every query with
@@ -254,31 +315,41 @@ func resolverFailing(err error) *countingExchanger {
 	}}
 }
 
-// bytePool is a fakePool with the byte path: it packs the fake's answer
+// bytePool is a fakePool on the byte path: it packs the fake's answer
 // into the query's buffer, as a transport reads one, and hands it over as
 // bytes when wire.LayoutAnswer vouches for them, as a message otherwise.
 type bytePool struct{ *fakePool }
 
-var _ WirePool = bytePool{}
-
-func (p bytePool) ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result {
-	res := p.Exchange(ctx, q.Msg, trail)
-	if res.Msg == nil {
-		return res
-	}
-	const wireID = 0x5EED
-	res.Msg.Id = wireID
-	b, err := res.Msg.PackBuffer(q.Buf[:cap(q.Buf)])
-	if err != nil {
-		panic(err) // the fake's answers pack
-	}
-	if l, ok := wire.LayoutAnswer(q.Packed, b, wireID); ok {
-		res.Msg, res.Raw, res.Layout = nil, b, l
+func (p bytePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []actors.Attempt) actors.Result {
+	res := p.fakePool.Exchange(ctx, q, arrival, trail)
+	var raw bool
+	if res.Answer, raw = onBytePath(q, res.Answer); raw {
 		p.mu.Lock()
 		p.raws++
 		p.mu.Unlock()
 	}
 	return res
+}
+
+// onBytePath turns a fake's message answer to q into what a transport
+// reading bytes hands over: packed into q.Buf under a wire ID, as bytes
+// when wire.LayoutAnswer vouches for them (raw true), as the message
+// otherwise.
+func onBytePath(q *wire.Query, a wire.Answer) (_ wire.Answer, raw bool) {
+	if a.Msg == nil {
+		return a, false
+	}
+	const wireID = 0x5EED
+	a.Msg.Id = wireID
+	b, err := a.Msg.PackBuffer(q.Buf[:cap(q.Buf)])
+	if err != nil {
+		panic(err) // the fakes' answers pack
+	}
+	l, ok := wire.LayoutAnswer(q.Packed, b, wireID)
+	if !ok {
+		return a, false
+	}
+	return wire.Answer{Raw: b, Layout: l}, true
 }
 
 // poolKinds serves a test's fakePool with and without the byte path.

@@ -22,7 +22,7 @@ func newFuzzHandler(tb testing.TB, hooks Hooks) *Handler {
 	h, err := NewHandler(HandlerConfig{
 		Records: fuzzRecords(),
 		Zones: []Zone{{Name: "lan.", Resolver: "192.0.2.53:53",
-			Client: wire.ExchangerFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, error) {
+			Client: wire.MsgFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, error) {
 				return answerFromQuery(q)
 			})}},
 		Pool: &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
@@ -30,7 +30,7 @@ func newFuzzHandler(tb testing.TB, hooks Hooks) *Handler {
 			if err != nil {
 				return actors.Result{Err: err, Upstream: 0, Attempts: trail}
 			}
-			return actors.Result{Msg: m, Upstream: 0, Attempts: trail}
+			return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
 		}},
 		UpstreamNames: []string{"fuzz"},
 		Hooks:         hooks,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -22,9 +23,9 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzServe$' -fuzztime 10m -parallel 1 ./query/
 
-// FuzzServe feeds raw client bytes to Serve over UDP and TCP, with every
+// FuzzServe feeds raw client bytes to ServeDNS over UDP and TCP, with every
 // source of the resolution order configured (special names, local records,
-// a forward zone, the pool) and answering from the query itself. Serve must
+// a forward zone, the pool) and answering from the query itself. ServeDNS must
 // never panic; it drops exactly the inputs the specification drops (shorter
 // than a header, or a response), and everything else gets an answer that
 // parses, carries the query's ID, echoes its question unless it is a FORMERR,
@@ -47,12 +48,12 @@ func FuzzServe(f *testing.F) {
 			proto = "tcp"
 		}
 		before := answered.Load()
-		out := h.Serve(context.Background(), raw, proto, testClient)
+		out := serve(context.Background(), h, raw, proto)
 
-		dropped := len(raw) < headerLen || raw[2]&0x80 != 0
+		dropped := len(raw) < wire.HeaderLen || raw[2]&0x80 != 0
 		if out == nil {
 			if !dropped {
-				t.Fatalf("Serve dropped a %d-byte query with a readable header and QR clear", len(raw))
+				t.Fatalf("ServeDNS dropped a %d-byte query with a readable header and QR clear", len(raw))
 			}
 			if answered.Load() != before {
 				t.Fatal("QueryDone called for a dropped query")
@@ -60,7 +61,7 @@ func FuzzServe(f *testing.F) {
 			return
 		}
 		if dropped {
-			t.Fatalf("Serve answered input it must drop (%d bytes)", len(raw))
+			t.Fatalf("ServeDNS answered input it must drop (%d bytes)", len(raw))
 		}
 		if got := answered.Load() - before; got != 1 {
 			t.Fatalf("QueryDone called %d times for one answer", got)
@@ -159,7 +160,7 @@ func FuzzUpstreamAnswer(f *testing.F) {
 		repackErr := roundTrip(from)
 
 		h, err := NewHandler(HandlerConfig{Pool: &fakePool{OnExchange: func(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-			return actors.Result{Msg: from, Upstream: 0}
+			return actors.Result{Answer: wire.Answer{Msg: from}, Upstream: 0}
 		}}})
 		if err != nil {
 			t.Fatal(err)
@@ -167,9 +168,9 @@ func FuzzUpstreamAnswer(f *testing.F) {
 		raw, proto := upstreamFuzzQuery(t, size, do, tcp)
 		fromRcode, fromAnswers := from.Rcode, len(from.Answer)
 
-		out := h.Serve(context.Background(), raw, proto, testClient)
+		out := serve(context.Background(), h, raw, proto)
 		if out == nil {
-			t.Fatal("Serve dropped a well-formed query")
+			t.Fatal("ServeDNS dropped a well-formed query")
 		}
 		checkFuzzAnswer(t, raw, proto, out, false)
 
@@ -277,7 +278,7 @@ func TestServeUpstreamShortRdata(t *testing.T) {
 			}
 
 			h, _ := newTestHandler(t, HandlerConfig{Pool: &fakePool{OnExchange: func(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-				return actors.Result{Msg: received, Upstream: 0}
+				return actors.Result{Answer: wire.Answer{Msg: received}, Upstream: 0}
 			}}})
 			m, _ := exchange(t, h, q, ProtoUDP) // fails unless the answer parses
 			checkEcho(t, q, m)
@@ -350,8 +351,8 @@ func FuzzParseCommon(f *testing.F) {
 	})
 }
 
-// bytesPool is a WirePool that answers with fixed upstream bytes as the
-// UDP transport would hand them on: read into the query's buffer (cut at
+// bytesPool is a Pool that answers with fixed upstream bytes as the UDP
+// transport would hand them on: read into the query's buffer (cut at
 // its capacity), with the query's wire ID; as bytes when LayoutAnswer
 // vouches for them, else parsed as decodeReply parses them, else failed
 // as a malformed answer is.
@@ -360,11 +361,7 @@ type bytesPool struct {
 	raw      bool // the last answer went as bytes
 }
 
-func (p *bytesPool) Exchange(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-	panic("bytesPool: the byte path only")
-}
-
-func (p *bytesPool) ExchangeWire(_ context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result {
+func (p *bytesPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, trail []actors.Attempt) actors.Result {
 	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], p.upstream)]
 	if len(b) >= 2 {
 		copy(b, q.Packed[:2])
@@ -372,7 +369,7 @@ func (p *bytesPool) ExchangeWire(_ context.Context, q *wire.WireQuery, trail []a
 	id := binary.BigEndian.Uint16(q.Packed)
 	if l, ok := wire.LayoutAnswer(q.Packed, b, id); ok && b[2]&0x02 == 0 {
 		p.raw = true
-		return actors.Result{Raw: b, Layout: l, Upstream: 0, Attempts: trail}
+		return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: 0, Attempts: trail}
 	}
 	m := new(dns.Msg)
 	if err := m.Unpack(b); err != nil || !m.Response || m.Rcode == dns.RcodeRefused || len(m.Question) != 1 ||
@@ -381,7 +378,7 @@ func (p *bytesPool) ExchangeWire(_ context.Context, q *wire.WireQuery, trail []a
 		return actors.Result{Err: actors.ErrAllFailed, Upstream: 0, Attempts: trail}
 	}
 	m.Id = q.Msg.Id
-	return actors.Result{Msg: m, Upstream: 0, Attempts: trail}
+	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
 }
 
 // FuzzUpstreamBytes is FuzzUpstreamAnswer on the byte path: whatever bytes
@@ -398,9 +395,9 @@ func FuzzUpstreamBytes(f *testing.F) {
 			t.Fatal(err)
 		}
 		raw, proto := upstreamFuzzQuery(t, size, do, tcp)
-		out := h.ServeInto(context.Background(), raw, proto, testClient, make([]byte, 0, 4096))
+		out := serveInto(context.Background(), h, raw, proto, make([]byte, 0, 4096))
 		if out == nil {
-			t.Fatal("Serve dropped a well-formed query")
+			t.Fatal("ServeDNS dropped a well-formed query")
 		}
 		checkFuzzAnswer(t, raw, proto, out, false)
 		if !pool.raw {

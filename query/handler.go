@@ -7,7 +7,6 @@ package query
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -51,7 +50,6 @@ type Handler struct {
 	local     localTable
 	zones     zoneTable
 	pool      Pool     // always non-nil
-	wire      WirePool // pool, when it has a byte path; else nil
 	upstreams []string // by pool index
 	hooks     Hooks    // or nil
 }
@@ -71,12 +69,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	wp, _ := cfg.Pool.(WirePool)
 	return &Handler{
 		local:     local,
 		zones:     zones,
 		pool:      cfg.Pool,
-		wire:      wp,
 		upstreams: append([]string(nil), cfg.UpstreamNames...),
 		hooks:     cfg.Hooks,
 	}, nil
@@ -86,37 +82,36 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 // append has to grow it: one per upstream tried, and most queries need one.
 const trailCap = 4
 
-// scratch is the per-query memory Serve reuses: the entry handed to Hooks
+// scratch is the per-query memory ServeDNS reuses: the entry handed to Hooks
 // and the attempt trail handed to the pool. Both contracts forbid keeping
 // them, which is what makes the reuse safe.
 type scratch struct {
 	req    request
 	entry  Entry
 	trail  [trailCap]actors.Attempt
-	wq     wire.WireQuery
+	wq     wire.Query
 	packed [packedQueryLen]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// Serve answers one raw client query that arrived over proto (ProtoUDP or a
-// stream) from client. It returns the answer to send, or nil when the query
-// is to be dropped: shorter than a DNS header, or not a query at all (QR
-// set). Every answer carries the query's ID and question; over UDP it fits
-// the client's EDNS UDP size, truncated with TC set when needed.
-//
-// Hooks.QueryDone hears of every answered query before Serve returns. ctx
-// bounds the resolution; the pool and the zone resolvers also apply their
-// own deadlines. raw is read only during the call and not retained.
-func (h *Handler) Serve(ctx context.Context, raw []byte, proto string, client netip.AddrPort) []byte {
-	return h.ServeInto(ctx, raw, proto, client, nil)
-}
+var _ wire.Handler = (*Handler)(nil)
 
-// ServeInto is Serve with memory for the answer: an answer forwarded on the
-// byte path is built in buf when its capacity is enough (the client's UDP
-// size), so the returned slice may be buf's. The caller keeps buf until it
-// has written the answer.
-func (h *Handler) ServeInto(ctx context.Context, raw []byte, proto string, client netip.AddrPort, buf []byte) []byte {
+// ServeDNS answers one raw client query, req.Raw, that arrived over
+// req.Proto (ProtoUDP or a stream) from req.Client. It returns the answer
+// to send, or nil when the query is to be dropped: shorter than a DNS
+// header, or not a query at all (QR set). Every answer carries the query's
+// ID and question; over UDP it fits the client's EDNS UDP size, truncated
+// with TC set when needed. An answer forwarded as bytes is built in
+// req.Answer when its capacity is enough, so the returned slice may be
+// req.Answer's.
+//
+// Hooks.QueryDone hears of every answered query before ServeDNS returns.
+// ctx bounds the resolution; the pool and the zone resolvers also apply
+// their own deadlines. req.Raw is read only during the call and not
+// retained.
+func (h *Handler) ServeDNS(ctx context.Context, req *wire.Request) []byte {
+	raw, proto, client, buf := req.Raw, req.Proto, req.Client, req.Answer
 	start := time.Now()
 	s := scratchPool.Get().(*scratch)
 	defer func() {
@@ -172,8 +167,18 @@ func (h *Handler) resolve(ctx context.Context, r *request, e *Entry, s *scratch,
 		e.Source = SourceLocal
 		return m, nil, 0
 	}
-	if z := h.zones.match(r.lname); z != nil {
-		return r.forward(ctx, z, e), nil, 0
+	z := h.zones.match(r.lname)
+	q := r.query(s, buf)
+	switch {
+	case q == nil:
+		// A query that parsed but does not pack again: nobody is asked.
+		e.Source = SourcePool
+		if z != nil {
+			e.Source = SourceForwardZone
+		}
+		return r.reply(dns.RcodeServerFailure), nil, 0
+	case z != nil:
+		return r.forward(ctx, z, q, e)
 	}
-	return h.fromPool(ctx, r, e, s, buf)
+	return h.fromPool(ctx, r, q, e, s)
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,8 +45,8 @@ func TestServeWithoutHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := mustPack(t, newQuery("localhost.", dns.TypeAAAA))
-	if out := h.Serve(context.Background(), raw, ProtoUDP, testClient); out == nil {
-		t.Fatal("Serve dropped the query")
+	if out := serve(context.Background(), h, raw, ProtoUDP); out == nil {
+		t.Fatal("ServeDNS dropped the query")
 	}
 }
 
@@ -105,7 +106,7 @@ func TestServeConcurrentQueriesKeepTheirOwn(t *testing.T) {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		m.Answer = mustRRs(t, fmt.Sprintf("%s 60 IN TXT \"%d\"", q.Question[0].Name, n))
-		return actors.Result{Msg: m, Upstream: n % 2, Attempts: trail}
+		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: n % 2, Attempts: trail}
 	}}
 	hooks := &consistencyHooks{}
 	h, err := NewHandler(HandlerConfig{Pool: pool, UpstreamNames: []string{"a", "b"}, Hooks: hooks})
@@ -123,7 +124,7 @@ func TestServeConcurrentQueriesKeepTheirOwn(t *testing.T) {
 				q := newQuery(fmt.Sprintf("q%d.example.", n), dns.TypeTXT)
 				q.Id = uint16(n)
 				raw, _ := q.Pack()
-				out := h.Serve(context.Background(), raw, ProtoUDP, testClient)
+				out := serve(context.Background(), h, raw, ProtoUDP)
 				m := new(dns.Msg)
 				if err := m.Unpack(out); err != nil {
 					errs <- err

@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -12,43 +13,41 @@ import (
 // Pool is the upstream pool as the query path sees it; *actors.Pool
 // implements it.
 //
-// Exchange resolves q within ctx and reports what happened, appending the
-// attempts to trail. q is the client's query trimmed for upstreams (see
-// wire.Exchanger: it is never modified), valid only during the call: the
-// query path reuses its memory for the next query. The query path takes
-// ownership of the returned Result.Msg and modifies it; the pool must not
-// keep it, nor trail, after returning.
+// Exchange resolves q within ctx under the deadline arrival + the pool's
+// total budget, and reports what happened, appending the attempts to
+// trail. q is the client's query trimmed for upstreams and packed once,
+// valid only during the call: the query path reuses its memory for the
+// next query. An answer comes back as a message, which the query path
+// then owns and modifies, or as bytes in q.Buf. The pool must not keep q,
+// the answer nor trail after returning.
 type Pool interface {
-	Exchange(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result
+	Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []actors.Attempt) actors.Result
 }
 
 // fromPool answers r through the pool: the upstream's answer as it is, or
 // SERVFAIL for every error. It fills the entry's source, the pool's
 // attribution (untouched: the pool alone decides who is to blame) and trail.
-//
-// With a WirePool the query is packed once into s, and an answer that comes
-// back as bytes is edited in place in buf's memory and returned as bytes
-// with its rcode; one that cannot be used as it is gets parsed and adopted.
-func (h *Handler) fromPool(ctx context.Context, r *request, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
-	var res actors.Result
-	wq := h.wireQuery(r, s, buf)
-	if wq != nil {
-		wq.Arrival = e.Time // the query's arrival, when ServeInto read the clock
-		res = h.wire.ExchangeWire(ctx, wq, s.trail[:0])
-	} else {
-		res = h.pool.Exchange(ctx, &r.msg, s.trail[:0])
-	}
+func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *Entry, s *scratch) (*dns.Msg, []byte, int) {
+	res := h.pool.Exchange(ctx, q, e.Time, s.trail[:0])
 	e.Source = SourcePool
 	e.Upstream = h.upstreamName(res.Upstream)
 	e.Queued = res.Queued
 	e.Attempts = res.Attempts
 	e.PoolErr = res.Err
-	m := res.Msg
-	switch {
-	case res.Err != nil || m == nil && res.Raw == nil:
+	if res.Err != nil {
 		return r.reply(dns.RcodeServerFailure), nil, 0
-	case res.Raw != nil:
-		out, rcode, ok := r.adoptRaw(res.Raw, res.Layout, wq.Packed)
+	}
+	return r.answer(q, res.Answer)
+}
+
+// answer makes a resolver's answer to q the client's: bytes edited in
+// place (ID, the client's spelling of the question, OPT) when they fit the
+// client, else a message adopted (see adopt) for the caller to pack.
+func (r *request) answer(q *wire.Query, a wire.Answer) (*dns.Msg, []byte, int) {
+	m := a.Msg
+	switch {
+	case a.Raw != nil:
+		out, rcode, ok := r.adoptRaw(a.Raw, a.Layout, q.Packed)
 		if ok {
 			return nil, out, rcode
 		}
@@ -57,32 +56,31 @@ func (h *Handler) fromPool(ctx context.Context, r *request, e *Entry, s *scratch
 		if err := m.Unpack(out); err != nil {
 			return r.reply(dns.RcodeServerFailure), nil, 0
 		}
+	case m == nil:
+		return r.reply(dns.RcodeServerFailure), nil, 0
 	}
 	r.adopt(m)
 	return m, nil, 0
 }
 
-// minAnswerBuf is the least room wireQuery gives an answer: what the UDP
+// minAnswerBuf is the least room query gives an answer: what the UDP
 // listener lends, enough for the answers of servers that send more than a
 // small EDNS size allows.
 const minAnswerBuf = 4096
 
-// wireQuery packs r for the byte path into s, the answer to be read into
-// buf, or into a buffer of its own when buf holds less than the client's
-// UDP size or minAnswerBuf. It returns nil when the pool has no byte path
-// or the query does not pack into s.
-func (h *Handler) wireQuery(r *request, s *scratch, buf []byte) *wire.WireQuery {
-	if h.wire == nil {
-		return nil
-	}
+// query packs r once, for every resolver it may go to, into s (or a fresh
+// slice when it does not fit there), the answer to be read into buf, or
+// into a buffer of its own when buf holds less than the client's UDP size
+// or minAnswerBuf. It returns nil when r does not pack.
+func (r *request) query(s *scratch, buf []byte) *wire.Query {
 	packed, err := r.packTrimmed(s.packed[:])
-	if err != nil || len(packed) > len(s.packed) {
+	if err != nil {
 		return nil
 	}
 	if size := max(wire.ClientUDPSize(&r.msg), minAnswerBuf); cap(buf) < size {
 		buf = make([]byte, 0, size+optLen)
 	}
-	s.wq = wire.WireQuery{Msg: &r.msg, Packed: packed, Buf: buf[:0]}
+	s.wq = wire.Query{Msg: &r.msg, Packed: packed, Buf: buf[:0]}
 	return &s.wq
 }
 

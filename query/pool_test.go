@@ -35,7 +35,7 @@ func TestServePoolAnswer(t *testing.T) {
 				trail = append(trail,
 					actors.Attempt{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
 					actors.Attempt{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond})
-				return actors.Result{Msg: m, Upstream: 1, Queued: 3 * time.Millisecond, Attempts: trail}
+				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 1, Queued: 3 * time.Millisecond, Attempts: trail}
 			}}
 			h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 			q := newQuery("ExAmple.COM.", dns.TypeA)
@@ -67,6 +67,9 @@ func TestServePoolAnswer(t *testing.T) {
 				e.QName != "ExAmple.COM." || e.QType != dns.TypeA || e.Rcode != dns.RcodeSuccess || !slices.Equal(e.Attempts, want) {
 				t.Errorf("entry = %+v\nwant source pool, upstream secondary, queued 3ms, the client's question and the trail %+v", e, want)
 			}
+			if !pool.Arrival().Equal(e.Time) {
+				t.Errorf("the pool was given arrival %v, want the entry's time %v", pool.Arrival(), e.Time)
+			}
 		})
 	}
 }
@@ -78,7 +81,7 @@ func TestServePoolErrors(t *testing.T) {
 		res      actors.Result
 		upstream string
 	}{
-		{"budget exhausted, nothing recorded", actors.Result{Err: wire.ErrBudgetExhausted, Upstream: -1}, ""},
+		{"budget exhausted, nothing recorded", actors.Result{Err: actors.ErrBudgetExhausted, Upstream: -1}, ""},
 		{"every upstream failed", actors.Result{Err: errAllFailed, Upstream: 1}, "secondary"},
 		{"cancelled after a recorded failure", actors.Result{Err: context.Canceled, Upstream: 0}, "primary"},
 		{"an index the configuration lacks", actors.Result{Err: errAllFailed, Upstream: 7}, ""},
@@ -99,7 +102,7 @@ func TestServePoolErrors(t *testing.T) {
 			if len(m.Answer)+len(m.Ns) != 0 {
 				t.Errorf("SERVFAIL carries records: %v %v", m.Answer, m.Ns)
 			}
-			if opt := m.IsEdns0(); opt == nil || !opt.Do() || opt.UDPSize() != ednsUDPSize {
+			if opt := m.IsEdns0(); opt == nil || !opt.Do() || opt.UDPSize() != wire.EDNSSize {
 				t.Errorf("answer OPT = %v, want ours with DO echoed", opt)
 			}
 			e := rec.only(t)
@@ -137,7 +140,7 @@ func TestServePoolDNSSEC(t *testing.T) {
 				m.SetEdns0(4096, true)
 				opt := m.IsEdns0()
 				opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "6e73312e6578616d706c65"})
-				return actors.Result{Msg: m, Upstream: 0, Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
+				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
 			}}
 			h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 			q := withEDNS(newQuery("example.com.", dns.TypeA), 4096, true)
@@ -161,8 +164,8 @@ func TestServePoolDNSSEC(t *testing.T) {
 			if nsid, ok := opt.Option[0].(*dns.EDNS0_NSID); !ok || nsid.Nsid != "6e73312e6578616d706c65" {
 				t.Errorf("OPT option = %v, want the upstream's NSID", opt.Option[0])
 			}
-			if opt.UDPSize() != ednsUDPSize {
-				t.Errorf("OPT UDP size = %d, want ours (%d): it is hop-by-hop", opt.UDPSize(), ednsUDPSize)
+			if opt.UDPSize() != wire.EDNSSize {
+				t.Errorf("OPT UDP size = %d, want ours (%d): it is hop-by-hop", opt.UDPSize(), wire.EDNSSize)
 			}
 		})
 	}
@@ -197,7 +200,7 @@ func TestServePoolOPTFollowsTheClient(t *testing.T) {
 						if tt.answerOPT {
 							m.SetEdns0(1232, false)
 						}
-						return actors.Result{Msg: m, Upstream: 0}
+						return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0}
 					}}
 					h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 					q := newQuery("example.com.", dns.TypeNS)
@@ -234,7 +237,7 @@ func TestServePoolRcodesPassThrough(t *testing.T) {
 					m := new(dns.Msg)
 					m.SetRcode(q, rcode)
 					m.Ns = mustRRs(t, "example.com. 900 IN SOA ns.example.com. host.example.com. 1 7200 3600 1209600 900")
-					return actors.Result{Msg: m, Upstream: 1}
+					return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 1}
 				}}
 				h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 				m, _ := exchange(t, h, newQuery("nope.example.com.", dns.TypeA), "tcp")

@@ -1,23 +1,12 @@
 package query
 
 import (
-	"context"
 	"encoding/binary"
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
-
-// WirePool is a Pool with a byte path (*actors.Pool implements it): the
-// query is packed once, and an upstream's answer that wire.LayoutAnswer
-// vouches for comes back as bytes, which go to the client edited in place
-// (ID, question spelling, OPT) instead of being parsed and packed again.
-type WirePool interface {
-	Pool
-	ExchangeWire(ctx context.Context, q *wire.WireQuery, trail []actors.Attempt) actors.Result
-}
 
 // packedQueryLen holds a trimmed query: a header, a question of at most 259
 // bytes and an OPT record with a cookie and padding.
@@ -41,12 +30,12 @@ func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out 
 	binary.BigEndian.PutUint16(raw, r.id)
 	// The questions are equal but for the case of letters: the client's
 	// spelling goes back.
-	copy(raw[headerLen:l.QuestionEnd], packed[headerLen:l.QuestionEnd])
+	copy(raw[wire.HeaderLen:l.QuestionEnd], packed[wire.HeaderLen:l.QuestionEnd])
 
 	rcode = l.Rcode
 	switch {
 	case l.OPT >= 0 && r.edns:
-		binary.BigEndian.PutUint16(raw[l.OPT+3:], ednsUDPSize)
+		binary.BigEndian.PutUint16(raw[l.OPT+3:], wire.EDNSSize)
 	case l.OPT >= 0 && rcode <= 0xF:
 		n := copy(raw[l.OPT:], raw[l.OPTEnd:])
 		raw = raw[:l.OPT+n]
@@ -56,7 +45,7 @@ func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out 
 		if r.do {
 			flags = 0x80 // DO is the top bit of the OPT's flags (RFC 3225)
 		}
-		raw = append(raw, 0, 0, byte(dns.TypeOPT), ednsUDPSize>>8, ednsUDPSize&0xFF, 0, 0, flags, 0, 0, 0)
+		raw = append(raw, 0, 0, byte(dns.TypeOPT), wire.EDNSSize>>8, wire.EDNSSize&0xFF, 0, 0, flags, 0, 0, 0)
 		binary.BigEndian.PutUint16(raw[10:], binary.BigEndian.Uint16(raw[10:])+1)
 	}
 	if len(raw) > r.limit {

@@ -5,12 +5,9 @@ import (
 	"reflect"
 
 	"github.com/miekg/dns"
-)
 
-// ednsUDPSize is the UDP payload size nxdnsd advertises in its OPT records:
-// the DNS Flag Day 2020 value, which avoids IP fragmentation on every common
-// path.
-const ednsUDPSize = 1232
+	"github.com/nxdnsd/nxdnsd/wire"
+)
 
 // reply starts an answer built here: the client's ID, opcode, RD and CD bits
 // and question, RA set (recursion is what nxdnsd offers its clients), and an
@@ -45,7 +42,7 @@ func (r *request) authoritative(rcode int) *dns.Msg {
 
 func newOPT(do bool) *dns.OPT {
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-	o.SetUDPSize(ednsUDPSize)
+	o.SetUDPSize(wire.EDNSSize)
 	if do {
 		o.SetDo()
 	}
@@ -64,7 +61,7 @@ func (r *request) adopt(m *dns.Msg) {
 	opt, _ := findOPT(m.Extra)
 	switch {
 	case opt != nil && r.edns:
-		opt.SetUDPSize(ednsUDPSize)
+		opt.SetUDPSize(wire.EDNSSize)
 	case opt != nil && m.Rcode <= 0xF:
 		m.Extra = dropOPT(m.Extra)
 	case opt == nil && r.edns:
@@ -138,7 +135,7 @@ var headerType = reflect.TypeFor[dns.RR_Header]()
 //
 // An answer adopted from a zone resolver or the pool that holds a record
 // miekg/dns may have parsed leniently (see mayBeLenient) is parsed back
-// before it goes. If it does not parse, that is an error, which Serve turns
+// before it goes. If it does not parse, that is an error, which ServeDNS turns
 // into a SERVFAIL.
 func (r *request) pack(m *dns.Msg) ([]byte, error) {
 	b, err := r.fit(m)

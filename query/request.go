@@ -5,32 +5,24 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
-// ProtoUDP is the proto Serve's callers pass for datagram listeners. Answers
+// ProtoUDP is the proto ServeDNS's callers pass for datagram listeners. Answers
 // over UDP are held to the client's EDNS UDP size; every other proto is a
 // stream and carries answers whole.
 const ProtoUDP = "udp"
 
-// Header bits read from the raw query before it is parsed, so that a
-// response can be dropped and a FORMERR built without trusting the body.
-const (
-	headerLen = 12
-	bitQR     = 1 << 15
-	bitRD     = 1 << 8
-	bitAD     = 1 << 5
-	bitCD     = 1 << 4
-)
-
 // request is one client query as the query path works on it. It lives in
-// Serve's pooled scratch and is reused for another query once Serve
-// returns: a zone client or the pool may read msg only during the call it
-// was passed to (every transport packs it before it returns).
+// ServeDNS's pooled scratch and is reused for another query once ServeDNS
+// returns: a zone client or the pool may read msg (and the query packed
+// from it) only during the call it was passed to.
 //
-// While msg is handed to a zone or the pool it is theirs to read (a
-// transport packing it also rewrites the OPT's extended rcode bits). So the
-// query path keeps the client's EDNS in the copies below, and afterwards
-// only reads the question, which nobody writes.
+// While msg is handed to a zone or the pool it is theirs to read (packing
+// a message rewrites its OPT's extended rcode bits). So the query path
+// keeps the client's EDNS in the copies below, and afterwards only reads
+// the question, which nobody writes.
 type request struct {
 	id     uint16
 	opcode int
@@ -68,7 +60,7 @@ type request struct {
 
 	// common is the client's query when parseCommon took it: msg packed is
 	// these bytes but for the header's flags (see packTrimmed). Valid
-	// during Serve only.
+	// during ServeDNS only.
 	common []byte
 }
 
@@ -81,7 +73,7 @@ func (r *request) packTrimmed(buf []byte) ([]byte, error) {
 	}
 	b := buf[:copy(buf, r.common)]
 	flags := binary.BigEndian.Uint16(b[2:])
-	binary.BigEndian.PutUint16(b[2:], flags&(bitRD|bitAD|bitCD)) // what trim keeps: opcode QUERY, RD, AD, CD
+	binary.BigEndian.PutUint16(b[2:], flags&(wire.FlagRD|wire.FlagAD|wire.FlagCD)) // what trim keeps: opcode QUERY, RD, AD, CD
 	if r.edns {
 		// The OPT ends the query; packing writes the message's rcode,
 		// 0, into the extended rcode, the first byte of its TTL.
@@ -108,18 +100,18 @@ func parse(r *request, raw []byte, proto string) (ok bool, reject int) {
 // header reads what parse takes from the header alone, and reports false
 // for a query to drop.
 func (r *request) header(raw []byte, proto string) bool {
-	if len(raw) < headerLen {
+	if len(raw) < wire.HeaderLen {
 		return false
 	}
 	bits := binary.BigEndian.Uint16(raw[2:])
-	if bits&bitQR != 0 {
+	if bits&wire.FlagQR != 0 {
 		// Answering a response invites reflection loops between servers.
 		return false
 	}
 	r.id = binary.BigEndian.Uint16(raw)
 	r.opcode = int(bits>>11) & 0xF
-	r.rd = bits&bitRD != 0
-	r.cd = bits&bitCD != 0
+	r.rd = bits&wire.FlagRD != 0
+	r.cd = bits&wire.FlagCD != 0
 	r.limit = answerLimit(proto, false, 0)
 	return true
 }
@@ -171,7 +163,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 	arcount := binary.BigEndian.Uint16(raw[10:])
 	var name [255]byte // the name in text form: at most 254 bytes and a dot
 	n, upper := 0, false
-	off := headerLen
+	off := wire.HeaderLen
 	for {
 		if off >= len(raw) {
 			return false
@@ -239,7 +231,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		Id:                r.id,
 		Opcode:            dns.OpcodeQuery,
 		RecursionDesired:  r.rd,
-		AuthenticatedData: binary.BigEndian.Uint16(raw[2:])&bitAD != 0,
+		AuthenticatedData: binary.BigEndian.Uint16(raw[2:])&wire.FlagAD != 0,
 		CheckingDisabled:  r.cd,
 	}
 	r.common = raw

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // rawHeader is a DNS header in wire form.
 func rawHeader(id, bits, qd, an, ns, ar uint16) []byte {
-	b := make([]byte, headerLen)
+	b := make([]byte, wire.HeaderLen)
 	for i, v := range []uint16{id, bits, qd, an, ns, ar} {
 		binary.BigEndian.PutUint16(b[2*i:], v)
 	}
@@ -51,8 +53,8 @@ func TestServeRejects(t *testing.T) {
 
 	// A compression pointer to itself: the header reads, the body does not.
 	badName := []byte{0xC0, 0x0C, 0x00, 0x01, 0x00, 0x01}
-	garbage := append(rawHeader(testID, bitRD, 1, 0, 0, 0), badName...)
-	garbageUpdate := append(rawHeader(testID, dns.OpcodeUpdate<<11|bitRD, 1, 0, 0, 0), badName...)
+	garbage := append(rawHeader(testID, wire.FlagRD, 1, 0, 0, 0), badName...)
+	garbageUpdate := append(rawHeader(testID, dns.OpcodeUpdate<<11|wire.FlagRD, 1, 0, 0, 0), badName...)
 
 	// A whole question, and an additional record announced but missing.
 	lyingCount := mustPack(t, newQuery("example.", dns.TypeA))
@@ -69,13 +71,13 @@ func TestServeRejects(t *testing.T) {
 		headerOnly bool
 	}{
 		{name: "empty", raw: nil, drop: true},
-		{name: "shorter than a header", raw: rawHeader(testID, bitRD, 1, 0, 0, 0)[:11], drop: true},
+		{name: "shorter than a header", raw: rawHeader(testID, wire.FlagRD, 1, 0, 0, 0)[:11], drop: true},
 		{name: "a response", raw: mustPack(t, response), drop: true},
 		{name: "garbage after a readable header", raw: garbage, rcode: dns.RcodeFormatError, headerOnly: true},
 		{name: "garbage keeps the opcode", raw: garbageUpdate, rcode: dns.RcodeFormatError, opcode: dns.OpcodeUpdate, headerOnly: true},
-		{name: "header announces a missing question", raw: rawHeader(testID, bitRD, 1, 0, 0, 0), rcode: dns.RcodeFormatError, headerOnly: true},
+		{name: "header announces a missing question", raw: rawHeader(testID, wire.FlagRD, 1, 0, 0, 0), rcode: dns.RcodeFormatError, headerOnly: true},
 		{name: "header announces a missing record", raw: lyingCount, rcode: dns.RcodeFormatError, headerOnly: true},
-		{name: "no question", raw: rawHeader(testID, bitRD, 0, 0, 0, 0), rcode: dns.RcodeFormatError},
+		{name: "no question", raw: rawHeader(testID, wire.FlagRD, 0, 0, 0, 0), rcode: dns.RcodeFormatError},
 		{name: "two questions", raw: mustPack(t, twoQuestions), rcode: dns.RcodeFormatError, opt: true},
 		{name: "two OPT records", raw: mustPack(t, twoOPT), rcode: dns.RcodeFormatError},
 		{name: "NOTIFY", raw: mustPack(t, notify), rcode: dns.RcodeNotImplemented, opcode: dns.OpcodeNotify, questions: 1},
@@ -87,21 +89,21 @@ func TestServeRejects(t *testing.T) {
 			t.Parallel()
 			pool := &fakePool{}
 			h, rec := newTestHandler(t, HandlerConfig{Pool: pool})
-			out := h.Serve(context.Background(), tt.raw, ProtoUDP, testClient)
+			out := serve(context.Background(), h, tt.raw, ProtoUDP)
 			if pool.Calls() != 0 {
 				t.Errorf("the pool was asked %d times, want 0", pool.Calls())
 			}
 			if tt.drop {
 				if out != nil {
-					t.Errorf("Serve answered %d bytes, want a drop", len(out))
+					t.Errorf("ServeDNS answered %d bytes, want a drop", len(out))
 				}
 				if n := rec.count(); n != 0 {
 					t.Errorf("QueryDone called %d times for a drop, want 0", n)
 				}
 				return
 			}
-			if tt.headerOnly && len(out) != headerLen {
-				t.Errorf("answer is %d bytes, want a bare %d-byte header", len(out), headerLen)
+			if tt.headerOnly && len(out) != wire.HeaderLen {
+				t.Errorf("answer is %d bytes, want a bare %d-byte header", len(out), wire.HeaderLen)
 			}
 			m := new(dns.Msg)
 			if err := m.Unpack(out); err != nil {
@@ -153,22 +155,33 @@ func TestServeTrimsTheForwardedQuery(t *testing.T) {
 	h, _ := newTestHandler(t, HandlerConfig{Pool: pool})
 	exchange(t, h, q, ProtoUDP)
 
-	up := pool.Last()
-	if up == nil {
+	if pool.Last() == nil {
 		t.Fatal("the pool was not asked")
 	}
-	if up.Question[0] != q.Question[0] {
-		t.Errorf("forwarded question = %v, want the client's %v", up.Question[0], q.Question[0])
+	// The message and the bytes the transports send are the same trimmed
+	// query.
+	packed := new(dns.Msg)
+	if err := packed.Unpack(pool.LastPacked()); err != nil {
+		t.Fatalf("the packed query does not parse: %v", err)
 	}
-	if !up.RecursionDesired || !up.CheckingDisabled || !up.AuthenticatedData || up.Zero || up.Response {
-		t.Errorf("forwarded header = %+v, want RD, CD and AD kept and nothing else", up.MsgHdr)
-	}
-	if len(up.Answer)+len(up.Ns) != 0 || len(up.Extra) != 1 {
-		t.Fatalf("forwarded sections: %d answers, %d authority, %d additional; want only the OPT", len(up.Answer), len(up.Ns), len(up.Extra))
-	}
-	upOPT, ok := up.Extra[0].(*dns.OPT)
-	if !ok || !upOPT.Do() || upOPT.UDPSize() != 1400 || len(upOPT.Option) != 1 || upOPT.Option[0].Option() != dns.EDNS0NSID {
-		t.Errorf("forwarded OPT = %v, want the client's (DO, size 1400, NSID)", up.Extra[0])
+	for _, f := range []struct {
+		form string
+		up   *dns.Msg
+	}{{"Msg", pool.Last()}, {"Packed", packed}} {
+		up := f.up
+		if up.Question[0] != q.Question[0] {
+			t.Errorf("%s: forwarded question = %v, want the client's %v", f.form, up.Question[0], q.Question[0])
+		}
+		if !up.RecursionDesired || !up.CheckingDisabled || !up.AuthenticatedData || up.Zero || up.Response {
+			t.Errorf("%s: forwarded header = %+v, want RD, CD and AD kept and nothing else", f.form, up.MsgHdr)
+		}
+		if len(up.Answer)+len(up.Ns) != 0 || len(up.Extra) != 1 {
+			t.Fatalf("%s: forwarded sections: %d answers, %d authority, %d additional; want only the OPT", f.form, len(up.Answer), len(up.Ns), len(up.Extra))
+		}
+		upOPT, ok := up.Extra[0].(*dns.OPT)
+		if !ok || !upOPT.Do() || upOPT.UDPSize() != 1400 || len(upOPT.Option) != 1 || upOPT.Option[0].Option() != dns.EDNS0NSID {
+			t.Errorf("%s: forwarded OPT = %v, want the client's (DO, size 1400, NSID)", f.form, up.Extra[0])
+		}
 	}
 }
 
@@ -179,6 +192,9 @@ func TestServeForwardsNoEDNSWithoutEDNS(t *testing.T) {
 	exchange(t, h, newQuery("example.com.", dns.TypeA), ProtoUDP)
 	if up := pool.Last(); up == nil || len(up.Extra) != 0 {
 		t.Errorf("forwarded query = %v, want no additional records", up)
+	}
+	if packed := pool.LastPacked(); len(packed) < wire.HeaderLen || binary.BigEndian.Uint16(packed[10:]) != 0 {
+		t.Errorf("forwarded bytes %x, want no additional records", packed)
 	}
 }
 

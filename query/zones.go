@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -76,23 +77,22 @@ func (t zoneTable) match(lname string) *Zone {
 	return t["."]
 }
 
-// forward answers r through zone z's resolver. Its answer goes to the client
-// as it is, rcode included; a failed exchange answers SERVFAIL. It fills the
-// entry's source, resolver and zone outcome.
-func (r *request) forward(ctx context.Context, z *Zone, e *Entry) *dns.Msg {
+// forward answers r, packed as q, through zone z's resolver. Its answer
+// goes to the client as it is, rcode included; a failed exchange answers
+// SERVFAIL. It fills the entry's source, resolver and zone outcome.
+func (r *request) forward(ctx context.Context, z *Zone, q *wire.Query, e *Entry) (*dns.Msg, []byte, int) {
 	e.Source, e.Upstream, e.Zone = SourceForwardZone, z.Resolver, z.Name
-	m, err := z.Client.Exchange(ctx, &r.msg)
+	a, err := z.Client.Exchange(ctx, q, time.Time{}) // the client bounds it with its read timeout
 	switch {
-	case err == nil && m != nil:
+	case err == nil && (a.Msg != nil || a.Raw != nil):
 		e.ZoneOutcome = ZoneAnswer
-		r.adopt(m)
-		return m
+		return r.answer(q, a)
 	case isTimeout(err):
 		e.ZoneOutcome = ZoneTimeout
 	default:
 		e.ZoneOutcome = ZoneError
 	}
-	return r.reply(dns.RcodeServerFailure)
+	return r.reply(dns.RcodeServerFailure), nil, 0
 }
 
 // isTimeout reports whether a forward-zone exchange failed because its

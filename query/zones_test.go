@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -128,59 +129,79 @@ func TestServeForwardZones(t *testing.T) {
 		{name: "not label-wise below", qname: "xlan.", rcode: dns.RcodeSuccess},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			unasked := func(c *countingExchanger) *countingExchanger {
-				if c != nil {
+		for _, bytes := range []bool{false, true} {
+			name := tt.name + "/msg"
+			if bytes {
+				name = tt.name + "/bytes"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				// A resolver of its own for each subtest, counting its calls.
+				own := func(c *countingExchanger) *countingExchanger {
+					if c != nil {
+						return &countingExchanger{fn: c.fn}
+					}
+					return resolverFailing(errors.New("this resolver must not be asked"))
+				}
+				lan, iot := own(tt.lan), own(tt.iot)
+				var raws atomic.Int64
+				client := func(c *countingExchanger) wire.Exchanger {
+					if bytes {
+						return byteZone{c, &raws}
+					}
 					return c
 				}
-				return resolverFailing(errors.New("this resolver must not be asked"))
-			}
-			lan, iot := unasked(tt.lan), unasked(tt.iot)
-			pool := answeringPool(t)
-			h, rec := newTestHandler(t, HandlerConfig{
-				Pool: pool,
-				Zones: []Zone{
-					{Name: "lan.", Resolver: "192.168.1.1:53", Client: lan},
-					{Name: "iot.lan.", Resolver: "192.168.2.1:53", Client: iot},
-				},
-			})
-			q := withEDNS(newQuery(tt.qname, dns.TypeA), 1232, true)
-			m, _ := exchange(t, h, q, ProtoUDP)
-			checkEcho(t, q, m)
-			if m.Rcode != tt.rcode {
-				t.Errorf("rcode = %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tt.rcode])
-			}
-			if got := rrStrings(m.Answer); !slices.Equal(got, tt.answer) {
-				t.Errorf("answer =\n%q\nwant\n%q", got, tt.answer)
-			}
-			if opt := m.IsEdns0(); opt == nil || !opt.Do() {
-				t.Errorf("answer OPT = %v, want one with DO", opt)
-			}
-			asked := 0
-			if tt.zone != "" {
-				asked = 1
-			}
-			if got := lan.Calls() + iot.Calls(); got != asked || pool.Calls() != 1-asked {
-				t.Errorf("resolvers asked %d times, pool %d; want %d and %d", got, pool.Calls(), asked, 1-asked)
-			}
-			e := rec.only(t)
-			if tt.zone == "" {
-				if e.Source != SourcePool || e.Zone != "" || e.ZoneOutcome != "" {
-					t.Errorf("entry = %+v, want a pool entry without zone", e)
+				pool := answeringPool(t)
+				h, rec := newTestHandler(t, HandlerConfig{
+					Pool: pool,
+					Zones: []Zone{
+						{Name: "lan.", Resolver: "192.168.1.1:53", Client: client(lan)},
+						{Name: "iot.lan.", Resolver: "192.168.2.1:53", Client: client(iot)},
+					},
+				})
+				q := withEDNS(newQuery(tt.qname, dns.TypeA), 1232, true)
+				m, _ := exchange(t, h, q, ProtoUDP)
+				checkEcho(t, q, m)
+				// LayoutAnswer leaves a REFUSED to be parsed.
+				if bytes && tt.outcome == ZoneAnswer && tt.rcode != dns.RcodeRefused && raws.Load() != 1 {
+					t.Errorf("the answer did not take the byte path")
 				}
-				return
-			}
-			if e.Source != SourceForwardZone || e.Zone != tt.zone || e.Upstream != tt.resolver || e.ZoneOutcome != tt.outcome || e.Rcode != tt.rcode {
-				t.Errorf("entry: source %q zone %q upstream %q outcome %q rcode %d; want forward_zone %q %q %q %d",
-					e.Source, e.Zone, e.Upstream, e.ZoneOutcome, e.Rcode, tt.zone, tt.resolver, tt.outcome, tt.rcode)
-			}
-		})
+				if m.Rcode != tt.rcode {
+					t.Errorf("rcode = %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tt.rcode])
+				}
+				if got := rrStrings(m.Answer); !slices.Equal(got, tt.answer) {
+					t.Errorf("answer =\n%q\nwant\n%q", got, tt.answer)
+				}
+				if opt := m.IsEdns0(); opt == nil || !opt.Do() {
+					t.Errorf("answer OPT = %v, want one with DO", opt)
+				}
+				asked := 0
+				if tt.zone != "" {
+					asked = 1
+				}
+				if got := lan.Calls() + iot.Calls(); got != asked || pool.Calls() != 1-asked {
+					t.Errorf("resolvers asked %d times, pool %d; want %d and %d", got, pool.Calls(), asked, 1-asked)
+				}
+				e := rec.only(t)
+				if tt.zone == "" {
+					if e.Source != SourcePool || e.Zone != "" || e.ZoneOutcome != "" {
+						t.Errorf("entry = %+v, want a pool entry without zone", e)
+					}
+					return
+				}
+				if e.Source != SourceForwardZone || e.Zone != tt.zone || e.Upstream != tt.resolver || e.ZoneOutcome != tt.outcome || e.Rcode != tt.rcode {
+					t.Errorf("entry: source %q zone %q upstream %q outcome %q rcode %d; want forward_zone %q %q %q %d",
+						e.Source, e.Zone, e.Upstream, e.ZoneOutcome, e.Rcode, tt.zone, tt.resolver, tt.outcome, tt.rcode)
+				}
+			})
+		}
 	}
 }
 
 // The resolver sees the client's question as written, RD and the client's
-// OPT; the context of Serve reaches it.
+// OPT, in the message and in the bytes packed once for every resolver; the
+// context of ServeDNS reaches it, and no expiry: the zone's client applies
+// its own read timeout.
 func TestServeForwardZoneQuery(t *testing.T) {
 	t.Parallel()
 	type ctxKey struct{}
@@ -195,17 +216,28 @@ func TestServeForwardZoneQuery(t *testing.T) {
 	q := withEDNS(newQuery("NAS.lan.", dns.TypeAAAA), 1232, true)
 	raw := mustPack(t, q)
 	ctx := context.WithValue(context.Background(), ctxKey{}, "serve's")
-	if out := h.Serve(ctx, raw, "tcp", testClient); out == nil {
-		t.Fatal("Serve dropped the query")
+	if out := serve(ctx, h, raw, "tcp"); out == nil {
+		t.Fatal("ServeDNS dropped the query")
 	}
 	if sawValue != "serve's" {
-		t.Errorf("the resolver's context carried %v, want Serve's", sawValue)
+		t.Errorf("the resolver's context carried %v, want ServeDNS's", sawValue)
 	}
-	up := lan.last
-	if up.Question[0] != q.Question[0] || !up.RecursionDesired {
-		t.Errorf("forwarded %v (RD %v), want the client's question with RD", up.Question, up.RecursionDesired)
+	if !lan.lastExpiry.IsZero() {
+		t.Errorf("the resolver was given expiry %v, want none", lan.lastExpiry)
 	}
-	if opt := up.IsEdns0(); opt == nil || !opt.Do() {
-		t.Errorf("forwarded OPT = %v, want the client's with DO", opt)
+	packed := new(dns.Msg)
+	if err := packed.Unpack(lan.lastPacked); err != nil {
+		t.Fatalf("the packed query does not parse: %v", err)
+	}
+	for _, up := range []struct {
+		form string
+		m    *dns.Msg
+	}{{"Msg", lan.last}, {"Packed", packed}} {
+		if up.m.Question[0] != q.Question[0] || !up.m.RecursionDesired {
+			t.Errorf("%s: forwarded %v (RD %v), want the client's question with RD", up.form, up.m.Question, up.m.RecursionDesired)
+		}
+		if opt := up.m.IsEdns0(); opt == nil || !opt.Do() {
+			t.Errorf("%s: forwarded OPT = %v, want the client's with DO", up.form, opt)
+		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 // exchange thousands of times, and a fresh 4 KiB per query would be most of
 // its garbage.
 const (
-	headerLen = 12    // a DNS header; anything shorter is not a message
 	maxMsgLen = 65535 // the largest DNS message (two-byte TCP length)
 
 	// smallBufLen holds any UDP answer to a query advertising up to 4096
@@ -51,44 +50,42 @@ func putBuf(b []byte) {
 // and writes on a socket return at once (the trick net/http uses).
 var aLongTimeAgo = time.Unix(1, 0)
 
-// watch binds c to ctx for one exchange: ctx's deadline becomes c's (no
-// deadline clears an old one), and a cancellation moves c's deadline into
+// watch binds c to one exchange: deadline (zero: none) becomes c's,
+// clearing an old one, and a cancellation of ctx moves c's deadline into
 // the past so a blocked read or write returns promptly.
 //
 // The returned stop must be called when the exchange ends. It reports
 // whether the cancellation was kept away from c: false means c's deadline
 // was, or may still be, moved by it, so c must be closed, never reused.
-func watch(ctx context.Context, c net.Conn) (stop func() bool) {
-	deadline, _ := ctx.Deadline()
+func watch(ctx context.Context, c net.Conn, deadline time.Time) (stop func() bool) {
 	_ = c.SetDeadline(deadline) // fails only on a closed socket; the I/O reports it
 	return context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 }
 
-// LazyContext is a context that arms nothing until Done is first called:
-// the pool's attempt contexts. A transport can then leave Done alone, bound
-// the wait by the deadline itself and notice cancellation by polling Err
-// every cancelPoll: the udp:// and tls:// transports have the reader of
-// the socket or connection do it, waking on its read deadline (see
-// UDP.expire and dotConn.expire), so that an attempt costs no timer at all
-// and no registration with the query's context, which all queries share.
-// The deadline is kept exactly; cancellation is noticed within cancelPoll.
-type LazyContext interface {
-	context.Context
-	Lazy()
-}
-
-// cancelPoll is how often a transport polls a LazyContext for cancellation
-// while its I/O blocks. The pool's deadline ends every attempt, so a
-// cancellation (a shutdown that ran out of time) only needs noticing soon.
+// cancelPoll is how often the reader of a shared socket or connection
+// (UDP.expire, dotConn.expire) polls the contexts of the exchanges waiting
+// on it for cancellation. Each exchange's deadline ends it exactly; a
+// cancellation (a shutdown that ran out of time) only needs noticing soon,
+// and polling spares every exchange a registration with its context,
+// which all queries share.
 const cancelPoll = 100 * time.Millisecond
 
-// foldWake folds a live lazy wait whose deadline is d (zero: none) into
-// next, the time the reader of its socket or connection is to wake (zero:
-// not yet decided): the earliest deadline of its waits, or the next
-// cancellation poll when that comes first.
-func foldWake(next, d time.Time) time.Time {
+// waitEnded reports why a wait with deadline d (zero: none) under ctx has
+// ended at now, or nil while it goes on.
+func waitEnded(ctx context.Context, d, now time.Time) error {
+	if !d.IsZero() && !now.Before(d) {
+		return context.DeadlineExceeded
+	}
+	return ctx.Err()
+}
+
+// foldWake folds a live wait whose deadline is d (zero: none) into next,
+// the time the reader of its socket or connection is to wake (zero: not
+// yet decided): the earliest deadline of its waits, or the next
+// cancellation poll after now when that comes first.
+func foldWake(next, now, d time.Time) time.Time {
 	if next.IsZero() {
-		next = time.Now().Add(cancelPoll)
+		next = now.Add(cancelPoll)
 	}
 	if !d.IsZero() && d.Before(next) {
 		return d
@@ -97,12 +94,13 @@ func foldWake(next, d time.Time) time.Time {
 }
 
 // wakeFor reports when a reader armed for armed (zero: sleeping without a
-// deadline) must wake instead, now that a lazy wait with deadline d has
-// joined it, and whether that changes its alarm at all.
+// deadline) must wake instead, now that a wait with deadline d has joined
+// it, and whether that changes its alarm at all. It reads the clock only
+// to wake a sleeping reader.
 func wakeFor(armed, d time.Time) (time.Time, bool) {
 	switch {
 	case armed.IsZero():
-		return foldWake(time.Time{}, d), true
+		return foldWake(time.Time{}, time.Now(), d), true
 	case !d.IsZero() && d.Before(armed):
 		return d, true
 	}

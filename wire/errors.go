@@ -6,11 +6,6 @@ import "errors"
 // actors.Classify; Sentinels lists them all so a test there can prove that
 // none was forgotten.
 var (
-	// ErrBudgetExhausted: the query's own deadline passed before the work
-	// could be done. It is evidence about the pool's budget, never about an
-	// upstream.
-	ErrBudgetExhausted = errors.New("budget exhausted")
-
 	// ErrRefused: the upstream answered REFUSED.
 	ErrRefused = errors.New("upstream refused the query")
 
@@ -22,9 +17,6 @@ var (
 
 	// ErrMalformed: the answer could not be parsed.
 	ErrMalformed = errors.New("malformed answer")
-
-	// ErrTruncated: the answer was truncated where no fallback was possible.
-	ErrTruncated = errors.New("truncated answer")
 
 	// ErrPack: the query could not be encoded. It is our fault, not the
 	// upstream's.
@@ -47,8 +39,8 @@ var (
 // Sentinels returns every sentinel error declared above.
 func Sentinels() []error {
 	return []error{
-		ErrBudgetExhausted, ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
-		ErrMalformed, ErrTruncated, ErrPack, ErrResolverTimeout,
+		ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
+		ErrMalformed, ErrPack, ErrResolverTimeout,
 		ErrHTTPStatus, ErrContentType,
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/miekg/dns"
 )
 
 // Forwarder is the forward-zone client (spec section 5): one fixed resolver,
@@ -38,34 +36,36 @@ func newForwarder(resolver string, readTimeout time.Duration, udp, tcp Exchanger
 	return &Forwarder{resolver: resolver, readTimeout: readTimeout, udp: udp, tcp: tcp, sockets: sockets}
 }
 
-// Exchange sends m to the resolver and returns its answer with m's ID.
+// Exchange sends q to the resolver and returns its answer.
 //
-// The exchange gets one deadline, the earlier of ctx's and now plus the read
-// timeout, fixed at the start: the TCP retry of a truncated answer runs in
-// what is left of it, never in a fresh budget. When that deadline passes the
-// error matches ErrResolverTimeout — a timeout of the resolver, peer
-// evidence — and deliberately neither context.DeadlineExceeded nor
-// ErrBudgetExhausted: whatever budget the caller had, this is the resolver's
-// failure. When ctx is cancelled the error matches context.Canceled.
-func (f *Forwarder) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	ectx, cancel := context.WithTimeout(ctx, f.readTimeout)
-	defer cancel()
-
-	r, err := f.udp.Exchange(ectx, m)
-	if err == nil && r.Truncated {
-		r, err = f.tcp.Exchange(ectx, m)
+// The exchange gets one deadline, the earlier of expiry (zero: none), ctx's
+// and now plus the read timeout, fixed at the start: the TCP retry of a
+// truncated answer runs in what is left of it, never in a fresh budget.
+// When that deadline passes the error matches ErrResolverTimeout — a
+// timeout of the resolver, peer evidence — and deliberately not
+// context.DeadlineExceeded: whatever budget the caller had, this is the
+// resolver's failure. When ctx is cancelled the
+// error matches context.Canceled.
+func (f *Forwarder) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
+	deadline := time.Now().Add(f.readTimeout)
+	if !expiry.IsZero() && expiry.Before(deadline) {
+		deadline = expiry
+	}
+	a, err := f.udp.Exchange(ctx, q, deadline)
+	if err == nil && a.Msg != nil && a.Msg.Truncated {
+		a, err = f.tcp.Exchange(ctx, q, deadline)
 	}
 	if err == nil {
-		return r, nil
+		return a, nil
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
-		return nil, fmt.Errorf("forwarding to %s: %w", f.resolver, context.Canceled)
+		return Answer{}, fmt.Errorf("forwarding to %s: %w", f.resolver, context.Canceled)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		// %v, not %w: the chain would let the deadline match again.
-		return nil, fmt.Errorf("forwarding to %s: %w: %v", f.resolver, ErrResolverTimeout, err)
+		return Answer{}, fmt.Errorf("forwarding to %s: %w: %v", f.resolver, ErrResolverTimeout, err)
 	}
-	return nil, fmt.Errorf("forwarding to %s: %w", f.resolver, err)
+	return Answer{}, fmt.Errorf("forwarding to %s: %w", f.resolver, err)
 }
 
 // Close releases the forwarder's sockets, as UDP.Close.

@@ -54,12 +54,12 @@ func TestForwarderTruncatedThenStalled(t *testing.T) {
 	))
 	f := newTestForwarder(t, srv.Addr, expiryTimeout)
 
-	_, err := f.Exchange(context.Background(), query("slow.lan"))
+	_, err := exchangeMsg(context.Background(), f, query("slow.lan"))
 	if !errors.Is(err, ErrResolverTimeout) {
 		t.Fatalf("Exchange = %v, want ErrResolverTimeout", err)
 	}
-	if errors.Is(err, ErrBudgetExhausted) || errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Exchange = %v: a resolver timeout must not read as a budget", err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Exchange = %v: a resolver timeout must not read as a deadline of the caller's", err)
 	}
 	select {
 	case <-tcpReached:
@@ -70,8 +70,9 @@ func TestForwarderTruncatedThenStalled(t *testing.T) {
 
 // The read timeout bounds UDP, fallback and TCP together (spec section 5):
 // a truncated UDP answer arriving late leaves TCP only the rest of the one
-// deadline, never a fresh read timeout. Fake exchangers in a synctest
-// bubble let the test assert exact durations.
+// deadline, never a fresh read timeout; an earlier deadline of the
+// caller's, or an earlier expiry, shortens that one deadline. Fake
+// exchangers in a synctest bubble let the test assert exact durations.
 func TestForwarderOneBudget(t *testing.T) {
 	t.Parallel()
 	const (
@@ -81,17 +82,21 @@ func TestForwarderOneBudget(t *testing.T) {
 	cases := []struct {
 		name         string
 		callerBudget time.Duration // 0: no deadline of the caller's
+		expiry       time.Duration // 0: no expiry
 		want         time.Duration // when the exchange must end
 	}{
-		{"read timeout", 0, readTimeout},
-		{"caller's deadline first", 1800 * time.Millisecond, 1800 * time.Millisecond},
-		{"caller's deadline later", time.Hour, readTimeout},
+		{"read timeout", 0, 0, readTimeout},
+		{"caller's deadline first", 1800 * time.Millisecond, 0, 1800 * time.Millisecond},
+		{"caller's deadline later", time.Hour, 0, readTimeout},
+		{"expiry first", 0, 1700 * time.Millisecond, 1700 * time.Millisecond},
+		{"expiry later", 0, time.Hour, readTimeout},
+		{"expiry before the caller's deadline", 1800 * time.Millisecond, 1700 * time.Millisecond, 1700 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
-				truncatedLate := ExchangerFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+				truncatedLate := MsgFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 					select {
 					case <-time.After(udpDelay):
 						r := new(dns.Msg).SetReply(m)
@@ -102,7 +107,7 @@ func TestForwarderOneBudget(t *testing.T) {
 					}
 				})
 				var tcpDeadline time.Time
-				stalled := ExchangerFunc(func(ctx context.Context, _ *dns.Msg) (*dns.Msg, error) {
+				stalled := MsgFunc(func(ctx context.Context, _ *dns.Msg) (*dns.Msg, error) {
 					tcpDeadline, _ = ctx.Deadline()
 					<-ctx.Done()
 					return nil, fmt.Errorf("reading from tcp://fake: %w", ctx.Err())
@@ -115,7 +120,12 @@ func TestForwarderOneBudget(t *testing.T) {
 					defer cancel()
 				}
 
-				_, err := f.Exchange(ctx, query("slow.lan"))
+				var expiry time.Time
+				if c.expiry > 0 {
+					expiry = start.Add(c.expiry)
+				}
+
+				_, err := f.Exchange(ctx, mustQuery(t, query("slow.lan")), expiry)
 				if !errors.Is(err, ErrResolverTimeout) || errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("Exchange = %v, want ErrResolverTimeout only", err)
 				}
@@ -137,7 +147,7 @@ func TestForwarderCallerDeadlineIsAResolverTimeout(t *testing.T) {
 	srv := wiretest.NewServer(t, wiretest.Stall)
 	f := newTestForwarder(t, srv.Addr, answerTimeout)
 
-	_, err := f.Exchange(ctxWithin(t, expiryTimeout), query("stall.lan"))
+	_, err := f.Exchange(ctxWithin(t, expiryTimeout), mustQuery(t, query("stall.lan")), time.Time{})
 	if !errors.Is(err, ErrResolverTimeout) {
 		t.Fatalf("Exchange = %v, want ErrResolverTimeout", err)
 	}
@@ -153,7 +163,7 @@ func TestForwarderStopsWhenCancelled(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.Exchange(ctx, query("cancel.lan"))
+		_, err := exchangeMsg(ctx, f, query("cancel.lan"))
 		done <- err
 	}()
 	<-received
@@ -169,7 +179,7 @@ func TestForwarderReportsPeerFaults(t *testing.T) {
 	srv := wiretest.NewServer(t, wiretest.Rcode(dns.RcodeRefused))
 	f := newTestForwarder(t, srv.Addr, answerTimeout)
 
-	if _, err := f.Exchange(context.Background(), query("refused.lan")); !errors.Is(err, ErrRefused) {
+	if _, err := exchangeMsg(context.Background(), f, query("refused.lan")); !errors.Is(err, ErrRefused) {
 		t.Fatalf("Exchange = %v, want ErrRefused", err)
 	}
 }

@@ -125,8 +125,8 @@ func fuzzReplySeeds(tb testing.TB) [][]byte {
 		}),
 		reply(func(r *dns.Msg) { r.SetEdns0(4096, true); r.Rcode = dns.RcodeBadCookie }),
 		answered[:len(answered)-5], // cut short
-		answered[:headerLen],
-		answered[:headerLen-1],
+		answered[:HeaderLen],
+		answered[:HeaderLen-1],
 		{},
 		// A compression pointer that points at itself.
 		{0x12, 0x34, 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0, 0xC0, 0x0C, 0, 1, 0, 1},
@@ -170,7 +170,7 @@ func FuzzServerTCP(f *testing.F) {
 	var violations []string // the handler's findings, collected per input
 	s := &Server{
 		Handler: HandlerFunc(func(_ context.Context, req *Request) []byte {
-			if len(req.Raw) < headerLen || req.Proto != "tcp" {
+			if len(req.Raw) < HeaderLen || req.Proto != "tcp" {
 				mu.Lock()
 				violations = append(violations, fmt.Sprintf("handler given %d bytes over %q", len(req.Raw), req.Proto))
 				mu.Unlock()
@@ -263,7 +263,7 @@ func fuzzFrames(stream []byte) (sent []byte, want map[uint16]int) {
 		if off+n > len(stream) {
 			break // a length the rest of the stream does not hold
 		}
-		if msg := stream[off : off+n]; n >= headerLen && msg[2]&bitQR == 0 {
+		if msg := stream[off : off+n]; n >= HeaderLen && Flags(msg)&FlagQR == 0 {
 			want[binary.BigEndian.Uint16(msg)]++
 		}
 		off += n

@@ -124,22 +124,33 @@ func NewHTTPS(rawURL string, opts ...Option) (*HTTPS, error) {
 	}, nil
 }
 
-// Exchange posts m and returns its answer with m's ID, as the Exchanger
-// contract says: ctx bounds the dial, the handshake, the request and the
-// body. Errors name the upstream and keep their chain for errors.Is and
-// errors.As: ErrHTTPStatus, ErrContentType and the other sentinels of this
-// package, context errors, syscall errors, and crypto/tls and crypto/x509
-// errors for a failed handshake or verification.
-func (h *HTTPS) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+// Exchange posts q and returns its answer as a Msg, as the Exchanger
+// contract says: expiry and ctx bound the dial, the handshake, the request
+// and the body. Errors name the upstream and keep their chain for errors.Is
+// and errors.As: ErrHTTPStatus, ErrContentType and the other sentinels of
+// this package, context errors, syscall errors, and crypto/tls and
+// crypto/x509 errors for a failed handshake or verification.
+func (h *HTTPS) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("exchanging with %s: %w", h.label, err)
+		return Answer{}, fmt.Errorf("exchanging with %s: %w", h.label, err)
 	}
-	qbuf := getBuf(smallBufLen)
+	if len(q.Packed) < HeaderLen || len(q.Packed) > maxMsgLen {
+		return Answer{}, fmt.Errorf("%w: a %d-byte query", ErrPack, len(q.Packed))
+	}
+	// net/http takes a context: the deadline becomes one.
+	ctx, cancel := withExpiry(ctx, expiry)
+	defer cancel()
+	r, err := h.post(ctx, q)
+	return Answer{Msg: r}, err
+}
+
+// post is one DoH request for q under ctx.
+func (h *HTTPS) post(ctx context.Context, q *Query) (*dns.Msg, error) {
+	m := q.Msg
+	qbuf := getBuf(len(q.Packed))
 	defer putBuf(qbuf)
-	query, err := packQuery(m, 0, qbuf)
-	if err != nil {
-		return nil, err
-	}
+	query := qbuf[:copy(qbuf, q.Packed)]
+	query[0], query[1] = 0, 0 // RFC 8484 4.1: ID 0, for HTTP caches
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(query))
 	if err != nil {
 		return nil, fmt.Errorf("posting to %s: %w", h.label, err)

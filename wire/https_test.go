@@ -76,7 +76,7 @@ func TestHTTPSMultiplexesConcurrentQueries(t *testing.T) {
 	for i := range queries {
 		go func() {
 			q := query(fmt.Sprintf("q%d.example", i))
-			r, err := tr.Exchange(ctxWithin(t, answerTimeout), q)
+			r, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, q)
 			if err == nil && (r.Id != q.Id || !sameQuestion(r.Question, q.Question)) {
 				err = fmt.Errorf("query %d %s got the answer to %d %s", q.Id, q.Question[0].Name, r.Id, questionString(r.Question))
 			}
@@ -119,7 +119,7 @@ func TestHTTPSStalledServerExpires(t *testing.T) {
 	t.Parallel()
 	_, tr := newDoH(t, wiretest.Stall)
 
-	_, err := tr.Exchange(ctxWithin(t, expiryTimeout), query("stalled.example"))
+	_, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("stalled.example"))
 	if !isExpiry(err) {
 		t.Fatalf("Exchange with a stalled server = %v, want an expiry", err)
 	}
@@ -157,7 +157,7 @@ func TestHTTPSRefusesBadResponses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			tr := newHTTPS(t, c.hh)
-			_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+			_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Exchange = %v, want %v", err, c.want)
 			}
@@ -177,7 +177,7 @@ func TestHTTPSRefusesOversizeStreamedBodies(t *testing.T) {
 			rw.(http.Flusher).Flush() // no Content-Length
 		}
 	}))
-	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("Exchange = %v, want ErrMalformed for the length", err)
 	}
@@ -200,7 +200,7 @@ func TestHTTPSValidatesAnswers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			_, tr := newDoH(t, c.handler)
-			_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+			_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Exchange = %v, want %v", err, c.want)
 			}
@@ -221,7 +221,7 @@ func TestHTTPSResetStreamFailsOnlyItsQuery(t *testing.T) {
 	})
 
 	mustAnswer(t, tr, query("first.example"))
-	if _, err := tr.Exchange(ctxWithin(t, answerTimeout), query("reset.example")); err == nil || isContextError(err) {
+	if _, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("reset.example")); err == nil || isContextError(err) {
 		t.Fatalf("Exchange of a reset stream = %v, want the upstream's error", err)
 	}
 	mustAnswer(t, tr, query("after.example"))
@@ -245,7 +245,7 @@ func TestHTTPSVerifiesTheServer(t *testing.T) {
 	for _, c := range cases {
 		srv := wiretest.NewDoHServer(t, c.cert, wiretest.Answer())
 		tr := newTestTransport(t, srv.Upstream(), WithDialIP("127.0.0.1"), WithCAFile(c.caFile))
-		_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+		_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 		var verr *tls.CertificateVerificationError
 		if !errors.As(err, &verr) || !errors.As(err, c.want) {
 			t.Errorf("%s: Exchange = %v, want a certificate verification error of type %T", c.name, err, c.want)
@@ -265,7 +265,7 @@ func TestHTTPSStalledHandshakeExpires(t *testing.T) {
 	_, port, _ := net.SplitHostPort(bh.Addr)
 	tr := newTestTransport(t, "https://"+net.JoinHostPort(wiretest.TLSName, port)+"/dns-query", WithDialIP("127.0.0.1"))
 
-	if _, err := tr.Exchange(ctxWithin(t, expiryTimeout), query("stalled.example")); !isExpiry(err) {
+	if _, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("stalled.example")); !isExpiry(err) {
 		t.Fatalf("Exchange with a stalled handshake = %v, want an expiry", err)
 	}
 }

@@ -48,17 +48,17 @@ type AnswerLayout struct {
 // true.
 func LayoutAnswer(q, raw []byte, id uint16) (AnswerLayout, bool) {
 	var none AnswerLayout
-	if len(raw) < headerLen || len(q) < headerLen ||
+	if len(raw) < HeaderLen || len(q) < HeaderLen ||
 		binary.BigEndian.Uint16(raw) != id ||
-		raw[2]&bitQR == 0 || raw[2]&maskOpcode != 0 ||
-		raw[3]&maskRcode == dns.RcodeRefused ||
+		Flags(raw)&FlagQR == 0 || Flags(raw)&MaskOpcode != 0 ||
+		Flags(raw)&MaskRcode == dns.RcodeRefused ||
 		binary.BigEndian.Uint16(raw[4:]) != 1 || binary.BigEndian.Uint16(q[4:]) != 1 {
 		return none, false
 	}
-	qlen := questionLen(q[headerLen:])
-	l := AnswerLayout{QuestionEnd: headerLen + qlen, OPT: -1, OPTEnd: -1, Rcode: int(raw[3] & maskRcode)}
+	qlen := questionLen(q[HeaderLen:])
+	l := AnswerLayout{QuestionEnd: HeaderLen + qlen, OPT: -1, OPTEnd: -1, Rcode: int(Flags(raw) & MaskRcode)}
 	if qlen == 0 || len(raw) < l.QuestionEnd ||
-		!equalFoldASCII(raw[headerLen:l.QuestionEnd-4], q[headerLen:l.QuestionEnd-4]) ||
+		!equalFoldASCII(raw[HeaderLen:l.QuestionEnd-4], q[HeaderLen:l.QuestionEnd-4]) ||
 		string(raw[l.QuestionEnd-4:l.QuestionEnd]) != string(q[l.QuestionEnd-4:l.QuestionEnd]) {
 		return none, false
 	}
@@ -100,11 +100,9 @@ func LayoutAnswer(q, raw []byte, id uint16) (AnswerLayout, bool) {
 	return l, true
 }
 
-// Wire-format constants LayoutAnswer needs beyond those of msg.go.
+// Wire-format constants LayoutAnswer needs beyond those of header.go.
 const (
-	maskOpcode  = 0x78 // byte 2: the opcode, 0 for QUERY
-	maskRcode   = 0x0F // byte 3: the rcode's low four bits
-	rrHeaderLen = 10   // a record's type, class, TTL and RDLENGTH, after its name
+	rrHeaderLen = 10 // a record's type, class, TTL and RDLENGTH, after its name
 
 	// maxPointers is the most compression pointers one name may follow:
 	// miekg/dns gives up past 126. A name as a compressor writes it takes
@@ -173,7 +171,7 @@ func nameEnd(msg []byte, off int) int {
 				return -1
 			}
 			target := (c&0x3F)<<8 | int(msg[off+1])
-			if target < headerLen || target >= start {
+			if target < HeaderLen || target >= start {
 				return -1
 			}
 			if end < 0 {

@@ -97,7 +97,7 @@ func optRdata(raw []byte, rdata ...byte) []byte {
 // returns the offset of the last pointer.
 func pointerChain(at, n int) (rdata string, last int) {
 	b := []byte{byte(2 * n)}
-	target := headerLen
+	target := HeaderLen
 	for i := range n {
 		b = binary.BigEndian.AppendUint16(b, 0xC000|uint16(target))
 		target = at + 2*i
@@ -209,7 +209,7 @@ func layoutCases(tb testing.TB) []layoutCase {
 	add("CNAME target of 256 bytes expanded", q254, cname256, false)
 	_, cname256 = layoutPair(tb, long+strings.Repeat("d", 60)+".", dns.TypeA, func(r *dns.Msg) {
 		r.Answer = []dns.RR{rawRR(tb, long+strings.Repeat("d", 60)+".", dns.TypeCNAME,
-			"0178"+hex.EncodeToString(q254[headerLen:headerLen+254]))} // x + the 254-byte name, written out
+			"0178"+hex.EncodeToString(q254[HeaderLen:HeaderLen+254]))} // x + the 254-byte name, written out
 	})
 	add("CNAME target of 256 bytes written out", q254, cname256, false)
 
@@ -233,8 +233,8 @@ func layoutCases(tb testing.TB) []layoutCase {
 	edited("QR clear", false, func(r *dns.Msg) { r.Response = false })
 	edited("REFUSED", false, func(r *dns.Msg) { r.Rcode = dns.RcodeRefused })
 	edited("opcode NOTIFY", false, func(r *dns.Msg) { r.Opcode = dns.OpcodeNotify })
-	add("shorter than a header", q, typical[:headerLen-1], false)
-	add("header only", q, typical[:headerLen], false)
+	add("shorter than a header", q, typical[:HeaderLen-1], false)
+	add("header only", q, typical[:HeaderLen], false)
 	add("empty", q, nil, false)
 
 	// The question.
@@ -410,11 +410,11 @@ func checkLayout(tb testing.TB, q, raw []byte, l AnswerLayout) {
 		tb.Fatalf("passed %x: rcode %d, miekg/dns says %d", raw, l.Rcode, m.Rcode)
 	}
 
-	qname, qend, err := dns.UnpackDomainName(q, headerLen)
+	qname, qend, err := dns.UnpackDomainName(q, HeaderLen)
 	if err != nil || qend+4 != l.QuestionEnd {
 		tb.Fatalf("passed %x for query %x: its question ends at %d, err %v; QuestionEnd %d", raw, q, qend+4, err, l.QuestionEnd)
 	}
-	if name, end, err := dns.UnpackDomainName(raw, headerLen); err != nil || end != qend || !strings.EqualFold(name, qname) ||
+	if name, end, err := dns.UnpackDomainName(raw, HeaderLen); err != nil || end != qend || !strings.EqualFold(name, qname) ||
 		!bytes.Equal(raw[qend:qend+4], q[qend:qend+4]) {
 		tb.Fatalf("passed %x for query %x: question %q ending at %d (%v), want %q ending at %d",
 			raw, q, name, end, err, qname, qend)

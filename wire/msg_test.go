@@ -9,58 +9,6 @@ import (
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
-func TestReplyBuilders(t *testing.T) {
-	t.Parallel()
-	plain := wiretest.Query("example.com", dns.TypeAAAA)
-	plain.Id = 77
-	withDO := wiretest.Query("example.com", dns.TypeA)
-	withDO.SetEdns0(4096, true)
-	withDO.CheckingDisabled = true
-	notify := wiretest.Query("example.com", dns.TypeSOA)
-	notify.Opcode = dns.OpcodeNotify
-	notify.RecursionDesired = false
-
-	builders := []struct {
-		name  string
-		build func(*dns.Msg) *dns.Msg
-		rcode int
-	}{
-		{"ServFail", ServFail, dns.RcodeServerFailure},
-		{"NXDomain", NXDomain, dns.RcodeNameError},
-		{"NotImp", NotImp, dns.RcodeNotImplemented},
-		{"RefusedReply", RefusedReply, dns.RcodeRefused},
-		{"FormErrReply", FormErrReply, dns.RcodeFormatError},
-	}
-	for _, b := range builders {
-		for _, q := range []*dns.Msg{plain, withDO, notify} {
-			r := b.build(q)
-			name := b.name + "/" + dns.OpcodeToString[q.Opcode]
-			if r.Rcode != b.rcode || !r.Response || !r.RecursionAvailable {
-				t.Errorf("%s: rcode %d QR=%v RA=%v, want %d, QR and RA", name, r.Rcode, r.Response, r.RecursionAvailable, b.rcode)
-			}
-			if r.Id != q.Id || r.Opcode != q.Opcode || r.RecursionDesired != q.RecursionDesired ||
-				r.CheckingDisabled != q.CheckingDisabled {
-				t.Errorf("%s: header %+v does not keep the query's %+v", name, r.MsgHdr, q.MsgHdr)
-			}
-			if !sameQuestion(r.Question, q.Question) {
-				t.Errorf("%s: question %v, want %v", name, r.Question, q.Question)
-			}
-			qopt, ropt := q.IsEdns0(), r.IsEdns0()
-			switch {
-			case qopt == nil && ropt != nil:
-				t.Errorf("%s: OPT record in a reply to a query without EDNS", name)
-			case qopt != nil && ropt == nil:
-				t.Errorf("%s: no OPT record in a reply to an EDNS query", name)
-			case qopt != nil && (ropt.Do() != qopt.Do() || ropt.UDPSize() != replyUDPSize):
-				t.Errorf("%s: OPT DO=%v size=%d, want DO=%v size=%d", name, ropt.Do(), ropt.UDPSize(), qopt.Do(), replyUDPSize)
-			}
-			if _, err := r.Pack(); err != nil {
-				t.Errorf("%s: reply does not pack: %v", name, err)
-			}
-		}
-	}
-}
-
 func TestClientUDPSize(t *testing.T) {
 	t.Parallel()
 	sizes := []struct {
@@ -82,39 +30,6 @@ func TestClientUDPSize(t *testing.T) {
 		if got := ClientUDPSize(q); got != s.want {
 			t.Errorf("ClientUDPSize(EDNS %d) = %d, want %d", s.edns, got, s.want)
 		}
-	}
-}
-
-func TestFitUDP(t *testing.T) {
-	t.Parallel()
-	q := wiretest.Query("big.example", dns.TypeA)
-	q.SetEdns0(1232, true)
-	answer := func(records int) *dns.Msg {
-		r := new(dns.Msg).SetReply(q)
-		for i := range records {
-			r.Answer = append(r.Answer, wiretest.A("big.example.", i))
-		}
-		r.SetEdns0(4096, true)
-		return r
-	}
-
-	big := answer(200)
-	FitUDP(big, 512)
-	b, err := big.Pack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > 512 || !big.Truncated {
-		t.Errorf("fitted to 512: %d bytes, TC=%v; want at most 512 and TC", len(b), big.Truncated)
-	}
-	if big.IsEdns0() == nil {
-		t.Error("fitting dropped the OPT record")
-	}
-
-	small := answer(2)
-	FitUDP(small, ClientUDPSize(q))
-	if small.Truncated || len(small.Answer) != 2 {
-		t.Errorf("an answer that fits: TC=%v with %d records, want untouched", small.Truncated, len(small.Answer))
 	}
 }
 
@@ -140,11 +55,11 @@ func TestRawReplies(t *testing.T) {
 	response := rawQuery(t, func(q *dns.Msg) { q.Response = true })
 
 	badLabel := bytes.Clone(valid)
-	badLabel[headerLen] = 0x40 // a reserved label type
+	badLabel[HeaderLen] = 0x40 // a reserved label type
 	pointer := bytes.Clone(valid)
-	pointer[headerLen] = 0xC0 // a compression pointer in the first name
+	pointer[HeaderLen] = 0xC0 // a compression pointer in the first name
 	cut := valid[:len(valid)-3]
-	longName := append(bytes.Clone(valid[:headerLen]), bytes.Repeat(append([]byte{63}, bytes.Repeat([]byte{'a'}, 63)...), 5)...)
+	longName := append(bytes.Clone(valid[:HeaderLen]), bytes.Repeat(append([]byte{63}, bytes.Repeat([]byte{'a'}, 63)...), 5)...)
 	longName = append(longName, 0, 0, 1, 0, 1)
 
 	cases := []struct {
@@ -160,9 +75,9 @@ func TestRawReplies(t *testing.T) {
 		{"pointer", pointer, false, false},
 		{"question cut short", cut, false, false},
 		{"name over 255 octets", longName, false, false},
-		{"header only", valid[:headerLen], false, false},
+		{"header only", valid[:HeaderLen], false, false},
 		{"response", response, true, false},
-		{"short", valid[:headerLen-1], true, false},
+		{"short", valid[:HeaderLen-1], true, false},
 		{"empty", nil, true, false},
 	}
 	for _, c := range cases {
@@ -170,7 +85,7 @@ func TestRawReplies(t *testing.T) {
 			name  string
 			build func([]byte) []byte
 			rcode int
-		}{{"Refused", Refused, dns.RcodeRefused}, {"FormErr", FormErr, dns.RcodeFormatError}} {
+		}{{"Refused", Refused, dns.RcodeRefused}, {"SERVFAIL", func(raw []byte) []byte { return rawReply(raw, dns.RcodeServerFailure) }, dns.RcodeServerFailure}} {
 			name := b.name + "/" + c.name
 			out := b.build(c.raw)
 			if c.wantNil {
@@ -187,7 +102,7 @@ func TestRawReplies(t *testing.T) {
 			if r.Id != 0xbeef || !r.Response || r.Rcode != b.rcode {
 				t.Errorf("%s: ID %#x QR=%v rcode %d, want 0xbeef, QR, %d", name, r.Id, r.Response, r.Rcode, b.rcode)
 			}
-			if r.RecursionDesired != (c.raw[2]&0x01 != 0) || r.CheckingDisabled != (c.raw[3]&bitCD != 0) {
+			if r.RecursionDesired != (c.raw[2]&0x01 != 0) || r.CheckingDisabled != (Flags(c.raw)&FlagCD != 0) {
 				t.Errorf("%s: RD=%v CD=%v do not echo the query's", name, r.RecursionDesired, r.CheckingDisabled)
 			}
 			if got := len(r.Question) == 1; got != c.wantQuestion {
@@ -210,16 +125,16 @@ func FuzzRawReply(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xC0, 0x0C, 0, 1, 0, 1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		out := FormErr(raw)
+		out := rawReply(raw, dns.RcodeFormatError)
 		if out == nil {
 			return
 		}
 		r := new(dns.Msg)
 		if err := r.Unpack(out); err != nil {
-			t.Fatalf("FormErr(%x) = %x does not parse: %v", raw, out, err)
+			t.Fatalf("rawReply(%x) = %x does not parse: %v", raw, out, err)
 		}
 		if r.Id != uint16(raw[0])<<8|uint16(raw[1]) || !r.Response {
-			t.Fatalf("FormErr(%x) = %x: wrong ID or QR clear", raw, out)
+			t.Fatalf("rawReply(%x) = %x: wrong ID or QR clear", raw, out)
 		}
 	})
 }

@@ -12,26 +12,25 @@ import (
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
-// wireQuery packs q for ExchangeRaw with an answer buffer of bufLen bytes.
-func wireQuery(tb testing.TB, q *dns.Msg, bufLen int) *WireQuery {
+// wireQuery packs q into a Query with an answer buffer of bufLen bytes,
+// as the query path hands one to the transports.
+func wireQuery(tb testing.TB, q *dns.Msg, bufLen int) *Query {
 	tb.Helper()
-	packed, err := q.Pack()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &WireQuery{Msg: q, Packed: packed, Buf: make([]byte, 0, bufLen)}
+	wq := mustQuery(tb, q)
+	wq.Buf = make([]byte, 0, bufLen)
+	return wq
 }
 
-// lazyCtx is a LazyContext that counts the calls to Done, so a test can
-// prove that a transport left it alone.
-type lazyCtx struct {
+// doneCounter is a context that counts the calls to Done, so a test can
+// prove that a transport left it alone: it neither watched it nor derived
+// a context with a deadline from it (context.WithDeadline asks its parent
+// for Done), so no timer was armed for the exchange.
+type doneCounter struct {
 	context.Context
 	doneCalls atomic.Int32
 }
 
-func (*lazyCtx) Lazy() {}
-
-func (c *lazyCtx) Done() <-chan struct{} {
+func (c *doneCounter) Done() <-chan struct{} {
 	c.doneCalls.Add(1)
 	return c.Context.Done()
 }
@@ -40,18 +39,21 @@ func (c *lazyCtx) Done() <-chan struct{} {
 // fake running h.
 var rawTransports = []struct {
 	name string
-	new  func(tb testing.TB, h wiretest.Handler) RawExchanger
+	new  func(tb testing.TB, h wiretest.Handler) Exchanger
 }{
-	{"udp", func(tb testing.TB, h wiretest.Handler) RawExchanger {
+	{"udp", func(tb testing.TB, h wiretest.Handler) Exchanger {
 		return newTestUDP(tb, wiretest.NewServer(tb, h).Addr)
 	}},
-	{"tls", func(tb testing.TB, h wiretest.Handler) RawExchanger {
+	{"tls", func(tb testing.TB, h wiretest.Handler) Exchanger {
 		_, tr := newDoT(tb, h)
 		return tr
 	}},
 }
 
-func TestExchangeRawHandsOverTheBytes(t *testing.T) {
+// An answer the layout vouches for comes back as the bytes read, in the
+// query's buffer; an exchange on a socket or connection that is up, bounded
+// by its expiry, leaves the context's Done alone.
+func TestExchangeHandsOverTheBytes(t *testing.T) {
 	t.Parallel()
 	for _, tr := range rawTransports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -61,8 +63,8 @@ func TestExchangeRawHandsOverTheBytes(t *testing.T) {
 			q := query("Example.COM")
 			wq := wireQuery(t, q, 4096)
 
-			ctx := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
-			a, err := x.ExchangeRaw(ctx, wq)
+			ctx := &doneCounter{Context: t.Context()}
+			a, err := x.Exchange(ctx, wq, within(answerTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,13 +83,13 @@ func TestExchangeRawHandsOverTheBytes(t *testing.T) {
 				t.Errorf("answer %v with OPT at %d, want one A record for Example.COM. and the OPT located if any", r, a.Layout.OPT)
 			}
 			if ctx.doneCalls.Load() != 0 {
-				t.Errorf("the exchange called Done %d times on a LazyContext, want 0", ctx.doneCalls.Load())
+				t.Errorf("the exchange called Done %d times, want 0", ctx.doneCalls.Load())
 			}
 		})
 	}
 }
 
-func TestExchangeRawParsesWhatItCannotVouchFor(t *testing.T) {
+func TestExchangeParsesWhatItCannotVouchFor(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
@@ -116,7 +118,7 @@ func TestExchangeRawParsesWhatItCannotVouchFor(t *testing.T) {
 				t.Parallel()
 				x := tr.new(t, tt.handler)
 				q := query("example.com")
-				a, err := x.ExchangeRaw(ctxWithin(t, answerTimeout), wireQuery(t, q, tt.bufLen))
+				a, err := x.Exchange(t.Context(), wireQuery(t, q, tt.bufLen), within(answerTimeout))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,7 +130,8 @@ func TestExchangeRawParsesWhatItCannotVouchFor(t *testing.T) {
 	}
 }
 
-func TestExchangeRawErrors(t *testing.T) {
+// The byte path fails as the message path does.
+func TestExchangeBufferedErrors(t *testing.T) {
 	t.Parallel()
 	for _, tr := range rawTransports {
 		for name, h := range map[string]wiretest.Handler{
@@ -148,10 +151,10 @@ func TestExchangeRawErrors(t *testing.T) {
 				if tr.name == "udp" {
 					timeout = expiryTimeout
 				}
-				_, errRaw := x.ExchangeRaw(ctxWithin(t, timeout), wireQuery(t, q, 4096))
-				_, errMsg := x.Exchange(ctxWithin(t, timeout), q)
+				_, errRaw := x.Exchange(t.Context(), wireQuery(t, q, 4096), within(timeout))
+				_, errMsg := exchangeMsg(ctxWithin(t, timeout), x, q)
 				if errRaw == nil || errMsg == nil || !sameSentinel(errRaw, errMsg) {
-					t.Errorf("ExchangeRaw: %v; Exchange: %v; want the same failure", errRaw, errMsg)
+					t.Errorf("with a buffer: %v; without: %v; want the same failure", errRaw, errMsg)
 				}
 			})
 		}
@@ -169,25 +172,24 @@ func sameSentinel(a, b error) bool {
 	return isExpiry(a) == isExpiry(b)
 }
 
-// A LazyContext's exchange is bounded by the socket deadline, polls
-// included, and notices cancellation by polling Err. (Each exchange here
-// dials, and dialling asks for Done: that is the dialler's, not a watch.)
-func TestUDPLazyContextDeadlineAndCancel(t *testing.T) {
+// An exchange is bounded by its expiry through the socket's reader, polls
+// included, and notices cancellation by polling the context's Err. (Each
+// exchange here dials, and dialling asks for Done: that is the dialler's,
+// not a watch.)
+func TestUDPExpiryAndCancelThroughTheReader(t *testing.T) {
 	t.Parallel()
 	srv := wiretest.NewServer(t, wiretest.Stall)
 	u := newTestUDP(t, srv.Addr)
 
 	// Longer than two polls: the exchange re-arms and still expires.
-	expiring := &lazyCtx{Context: ctxWithin(t, 2*cancelPoll+cancelPoll/2)}
-	_, err := u.ExchangeRaw(expiring, wireQuery(t, query("stall.example"), 4096))
+	_, err := u.Exchange(t.Context(), wireQuery(t, query("stall.example"), 4096), within(2*cancelPoll+cancelPoll/2))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		// A bare socket timeout here would be a poll taken for the end.
 		t.Errorf("stalled exchange: %v, want context.DeadlineExceeded", err)
 	}
 
-	parent, cancel := context.WithTimeout(context.Background(), time.Hour)
+	cancelled, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cancelled := &lazyCtx{Context: parent}
 	received := make(chan string, 1)
 	srv2 := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
 	u2 := newTestUDP(t, srv2.Addr)
@@ -195,16 +197,16 @@ func TestUDPLazyContextDeadlineAndCancel(t *testing.T) {
 		<-received
 		cancel()
 	}()
-	_, err = u2.ExchangeRaw(cancelled, wireQuery(t, query("cancel.example"), 4096))
+	_, err = u2.Exchange(cancelled, wireQuery(t, query("cancel.example"), 4096), within(time.Hour))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled exchange: %v, want context.Canceled", err)
 	}
 }
 
-// Lazy waits on one socket end each at its own deadline, whichever
-// registered first: the socket's reader is re-armed for an earlier deadline
-// than it sleeps to, and a later one is kept for after its next poll.
-func TestUDPLazyWaitsShareTheReader(t *testing.T) {
+// Waits on one socket end each at its own deadline, whichever registered
+// first: the socket's reader is re-armed for an earlier deadline than it
+// sleeps to, and a later one is kept for after its next poll.
+func TestUDPWaitsShareTheReader(t *testing.T) {
 	t.Parallel()
 	received := make(chan string, 3)
 	srv := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
@@ -214,18 +216,19 @@ func TestUDPLazyWaitsShareTheReader(t *testing.T) {
 	defer cancel()
 	long := make(chan error, 1)
 	go func() {
-		_, err := u.ExchangeRaw(&lazyCtx{Context: parent}, wireQuery(t, query("long.example"), 4096))
+		// No deadline at all: the reader sleeps to its first poll.
+		_, err := u.Exchange(parent, wireQuery(t, query("long.example"), 4096), time.Time{})
 		long <- err
 	}()
 	<-received // the long wait is registered and the reader sleeps to its poll
 
 	// Earlier than the poll the reader sleeps to: it must be woken sooner.
-	_, err := u.ExchangeRaw(&lazyCtx{Context: ctxWithin(t, cancelPoll/4)}, wireQuery(t, query("short.example"), 4096))
+	_, err := u.Exchange(t.Context(), wireQuery(t, query("short.example"), 4096), within(cancelPoll/4))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("short wait: %v, want context.DeadlineExceeded", err)
 	}
 	// Later than the next poll: kept past it, then ended.
-	_, err = u.ExchangeRaw(&lazyCtx{Context: ctxWithin(t, cancelPoll+cancelPoll/2)}, wireQuery(t, query("later.example"), 4096))
+	_, err = u.Exchange(t.Context(), wireQuery(t, query("later.example"), 4096), within(cancelPoll+cancelPoll/2))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("later wait: %v, want context.DeadlineExceeded", err)
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,13 @@ func TestTransportsReportPeerFaults(t *testing.T) {
 				ex := tr.new(t, srv.Addr)
 
 				if tr.name == "udp" && f.want == ErrIDMismatch {
-					_, err := ex.Exchange(ctxWithin(t, expiryTimeout), query("fault.example"))
+					_, err := exchangeMsg(ctxWithin(t, expiryTimeout), ex, query("fault.example"))
 					if !isExpiry(err) {
 						t.Fatalf("Exchange: %v; want an expiry", err)
 					}
 					return
 				}
-				r, err := ex.Exchange(ctxWithin(t, answerTimeout), query("fault.example"))
+				r, err := exchangeMsg(ctxWithin(t, answerTimeout), ex, query("fault.example"))
 				if !errors.Is(err, f.want) {
 					t.Fatalf("Exchange = %v, %v; want %v", r, err, f.want)
 				}
@@ -87,35 +88,44 @@ func TestTransportsPassWellFormedAnswers(t *testing.T) {
 	}
 }
 
-// A stalled upstream costs the context's deadline and no more: the
-// exchange ends with a deadline error, after the deadline.
+// A stalled upstream costs the exchange's deadline and no more: the
+// exchange ends with a deadline error, after the deadline, whether the
+// deadline is the expiry the exchange was given or the context's.
 func TestTransportsHonourTheDeadline(t *testing.T) {
 	t.Parallel()
 	for _, tr := range bothTransports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			srv := wiretest.NewServer(t, wiretest.Stall)
-			ex := tr.new(t, srv.Addr)
-			ctx := ctxWithin(t, expiryTimeout)
-			deadline, _ := ctx.Deadline()
+		for _, by := range []string{"expiry", "context"} {
+			t.Run(tr.name+"/"+by, func(t *testing.T) {
+				t.Parallel()
+				srv := wiretest.NewServer(t, wiretest.Stall)
+				ex := tr.new(t, srv.Addr)
+				ctx, deadline := t.Context(), time.Now().Add(expiryTimeout)
+				expiry := deadline
+				if by == "context" {
+					ctx = ctxWithin(t, expiryTimeout)
+					deadline, _ = ctx.Deadline()
+					expiry = time.Time{}
+				}
 
-			_, err := ex.Exchange(ctx, query("stall.example"))
-			if !isExpiry(err) {
-				t.Fatalf("Exchange = %v, want a deadline error", err)
-			}
-			if errors.Is(err, context.Canceled) {
-				t.Errorf("Exchange = %v, an expiry reported as a cancellation", err)
-			}
-			if time.Now().Before(deadline) {
-				t.Error("Exchange gave up before its deadline")
-			}
-		})
+				_, err := ex.Exchange(ctx, mustQuery(t, query("stall.example")), expiry)
+				if !isExpiry(err) {
+					t.Fatalf("Exchange = %v, want a deadline error", err)
+				}
+				if errors.Is(err, context.Canceled) {
+					t.Errorf("Exchange = %v, an expiry reported as a cancellation", err)
+				}
+				if time.Now().Before(deadline) {
+					t.Error("Exchange gave up before its deadline")
+				}
+			})
+		}
 	}
 }
 
-// Cancelling the context ends a stalled exchange at once with
-// context.Canceled: well before its distant deadline, which is why the
-// error cannot be a deadline's.
+// Cancelling the context ends a stalled exchange promptly (over UDP at
+// the next cancelPoll of the socket's reader) with context.Canceled: well
+// before its distant deadline, which is why the error cannot be a
+// deadline's.
 func TestTransportsStopWhenCancelled(t *testing.T) {
 	t.Parallel()
 	for _, tr := range bothTransports {
@@ -129,7 +139,7 @@ func TestTransportsStopWhenCancelled(t *testing.T) {
 
 			done := make(chan error, 1)
 			go func() {
-				_, err := ex.Exchange(ctx, query("cancel.example"))
+				_, err := exchangeMsg(ctx, ex, query("cancel.example"))
 				done <- err
 			}()
 			<-received
@@ -156,7 +166,7 @@ func TestTransportsRefuseDoneContexts(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 
-			if _, err := ex.Exchange(ctx, query("done.example")); !errors.Is(err, context.Canceled) {
+			if _, err := exchangeMsg(ctx, ex, query("done.example")); !errors.Is(err, context.Canceled) {
 				t.Fatalf("Exchange = %v, want context.Canceled", err)
 			}
 			if n := srv.UDPQueries() + srv.TCPQueries(); n != 0 {
@@ -166,20 +176,36 @@ func TestTransportsRefuseDoneContexts(t *testing.T) {
 	}
 }
 
-// A query that cannot be packed is our fault: ErrPack, nothing sent.
+// A query that cannot be packed is our fault: ErrPack from NewQuery; and a
+// Query whose packed bytes cannot be a message gets ErrPack from every
+// transport, nothing sent.
 func TestTransportsReportPackFailures(t *testing.T) {
 	t.Parallel()
+	m := wiretest.Query("pack.example", dns.TypeA)
+	m.Rcode = 0x100 // an extended rcode without an OPT record to carry it
+	if q, err := NewQuery(m); !errors.Is(err, ErrPack) {
+		t.Fatalf("NewQuery = %v, %v; want ErrPack", q, err)
+	}
 	for _, tr := range bothTransports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			srv := wiretest.NewServer(t, wiretest.Answer())
-			ex := tr.new(t, srv.Addr)
-			q := wiretest.Query("pack.example", dns.TypeA)
-			q.Rcode = 0x100 // an extended rcode without an OPT record to carry it
+		invalid := [][]byte{nil, make([]byte, HeaderLen-1)}
+		if tr.name == "tcp" {
+			// More than a TCP frame's two-byte length can announce.
+			invalid = append(invalid, make([]byte, maxMsgLen+1))
+		}
+		for _, packed := range invalid {
+			t.Run(fmt.Sprintf("%s/%d bytes", tr.name, len(packed)), func(t *testing.T) {
+				t.Parallel()
+				srv := wiretest.NewServer(t, wiretest.Answer())
+				ex := tr.new(t, srv.Addr)
+				q := &Query{Msg: query("pack.example"), Packed: packed}
 
-			if _, err := ex.Exchange(ctxWithin(t, answerTimeout), q); !errors.Is(err, ErrPack) {
-				t.Fatalf("Exchange = %v, want ErrPack", err)
-			}
-		})
+				if _, err := ex.Exchange(ctxWithin(t, answerTimeout), q, time.Time{}); !errors.Is(err, ErrPack) {
+					t.Fatalf("Exchange = %v, want ErrPack", err)
+				}
+				if n := srv.UDPQueries() + srv.TCPQueries(); n != 0 {
+					t.Errorf("server saw %d queries, want 0", n)
+				}
+			})
+		}
 	}
 }

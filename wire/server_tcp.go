@@ -122,7 +122,7 @@ func (c *clientConn) serve() {
 			putClientQuery(q)
 			break
 		}
-		if n < headerLen {
+		if n < HeaderLen {
 			putClientQuery(q) // nothing to answer to, but the framing is intact
 			continue
 		}

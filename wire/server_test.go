@@ -299,7 +299,7 @@ func TestServerGarbage(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, raw := range seen {
-		if len(raw) < headerLen {
+		if len(raw) < HeaderLen {
 			t.Errorf("handler was given %d bytes, shorter than a header", len(raw))
 		}
 	}

@@ -35,7 +35,7 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 			s.log.Debug("reading udp", zap.Error(err))
 			continue
 		}
-		if n < headerLen {
+		if n < HeaderLen {
 			continue // not even a header to answer to
 		}
 		if !s.admit() {

@@ -71,64 +71,70 @@ func NewTCP(addr string, opts ...Option) *TCP {
 	}
 }
 
-// Exchange sends m and returns its answer with m's ID, as the Exchanger
+// Exchange sends q and returns its answer as a Msg, as the Exchanger
 // contract says. Waiting for a connection when WithMaxConns are busy counts
-// against ctx. Errors name the upstream and keep their chain for errors.Is.
-func (t *TCP) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+// against expiry. Errors name the upstream and keep their chain for
+// errors.Is.
+func (t *TCP) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("exchanging with %s: %w", t.label, err)
+		return Answer{}, fmt.Errorf("exchanging with %s: %w", t.label, err)
 	}
+	deadline := bound(ctx, expiry)
 	select {
 	case t.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a connection to %s: %w", t.label, ctx.Err())
+	default:
+		// Every connection is busy: only this wait costs a timer.
+		wctx, cancel := withExpiry(ctx, deadline)
+		select {
+		case t.slots <- struct{}{}:
+			cancel()
+		case <-wctx.Done():
+			cancel()
+			return Answer{}, fmt.Errorf("waiting for a connection to %s: %w", t.label, wctx.Err())
+		}
 	}
 	defer func() { <-t.slots }()
 
 	buf := getBuf(largeBufLen)
 	defer putBuf(buf)
-	id := newWireID(0)
-	frame, err := frameQuery(m, id, buf)
+	id := newWireID()
+	frame, err := frameQuery(q.Packed, id, buf)
 	if err != nil {
-		return nil, err
+		return Answer{}, err
 	}
 
 	for fresh := false; ; fresh = true {
-		c, reused, err := t.conn(ctx, fresh)
+		c, reused, err := t.conn(ctx, deadline, fresh)
 		if err != nil {
-			return nil, err
+			return Answer{}, err
 		}
 		// The answer is read into buf only after its length arrived, so
 		// a retry finds frame intact.
-		r, replied, err := t.roundTrip(ctx, c, m, id, frame, buf)
+		r, replied, err := t.roundTrip(ctx, deadline, c, q.Msg, id, frame, buf)
 		if err != nil && reused && !replied && ctx.Err() == nil && isStale(err) {
 			continue // fresh is true from now on: at most one redial
 		}
-		return r, err
+		return Answer{Msg: r}, err
 	}
 }
 
-// frameQuery packs m with wire ID id into buf behind its two-byte length.
-func frameQuery(m *dns.Msg, id uint16, buf []byte) ([]byte, error) {
-	query, err := packQuery(m, id, buf[2:])
-	if err != nil {
-		return nil, err
+// frameQuery copies packed into buf behind its two-byte length, with wire
+// ID id in place of its own.
+func frameQuery(packed []byte, id uint16, buf []byte) ([]byte, error) {
+	if len(packed) < HeaderLen || len(packed) > maxMsgLen {
+		return nil, fmt.Errorf("%w: a %d-byte query", ErrPack, len(packed))
 	}
-	if len(query) > maxMsgLen {
-		return nil, fmt.Errorf("%w: %d bytes do not fit a TCP frame", ErrPack, len(query))
-	}
-	if &query[0] != &buf[2] { // packing outgrew buf's length and allocated
-		copy(buf[2:], query)
-	}
-	binary.BigEndian.PutUint16(buf, uint16(len(query)))
-	return buf[:2+len(query)], nil
+	n := copy(buf[2:], packed)
+	binary.BigEndian.PutUint16(buf, uint16(n))
+	binary.BigEndian.PutUint16(buf[2:], id)
+	return buf[:2+n], nil
 }
 
 // roundTrip writes frame on c and reads the answer into buf. It owns c: c
 // returns to the idle list after a clean exchange and is closed otherwise.
 // replied reports whether any byte of an answer arrived.
-func (t *TCP) roundTrip(ctx context.Context, c *tcpConn, m *dns.Msg, id uint16, frame, buf []byte) (r *dns.Msg, replied bool, err error) {
-	stop := watch(ctx, c)
+func (t *TCP) roundTrip(ctx context.Context, deadline time.Time, c *tcpConn, m *dns.Msg, id uint16, frame, buf []byte) (r *dns.Msg, replied bool, err error) {
+	stop := watch(ctx, c, deadline)
 	defer func() {
 		if stop() && err == nil {
 			t.put(c)
@@ -163,7 +169,7 @@ func isStale(err error) bool {
 
 // conn takes the most recently used idle connection, unless fresh, or dials
 // one. reused reports a connection from the idle list.
-func (t *TCP) conn(ctx context.Context, fresh bool) (c *tcpConn, reused bool, err error) {
+func (t *TCP) conn(ctx context.Context, deadline time.Time, fresh bool) (c *tcpConn, reused bool, err error) {
 	if !fresh {
 		t.mu.Lock()
 		if n := len(t.idle); n > 0 {
@@ -181,7 +187,9 @@ func (t *TCP) conn(ctx context.Context, fresh bool) (c *tcpConn, reused bool, er
 			_ = c.Close()
 		}
 	}
-	nc, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	d := t.dialer
+	d.Deadline = deadline
+	nc, err := d.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, false, ioError(ctx, "dialing", t.label, err)
 	}

@@ -67,7 +67,7 @@ func TestTCPDoesNotRedialFreshConnections(t *testing.T) {
 	srv := wiretest.NewServer(t, wiretest.CloseConn)
 	tr := newTestTCP(t, srv.Addr)
 
-	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("closed.example"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("closed.example"))
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Exchange = %v, want EOF or a reset", err)
 	}
@@ -91,7 +91,7 @@ func TestTCPRedialsOnce(t *testing.T) {
 	tr := newTestTCP(t, srv.Addr)
 
 	mustAnswer(t, tr, query("first.example"))
-	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("second.example"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("second.example"))
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Exchange = %v, want EOF or a reset", err)
 	}
@@ -112,14 +112,14 @@ func TestTCPBoundsOpenConnections(t *testing.T) {
 	done := make(chan error, 2)
 	for i := range 2 {
 		go func() {
-			_, err := tr.Exchange(ctxWithin(t, answerTimeout), query(fmt.Sprintf("held%d.example", i)))
+			_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query(fmt.Sprintf("held%d.example", i)))
 			done <- err
 		}()
 	}
 	<-received
 	<-received
 
-	_, err := tr.Exchange(ctxWithin(t, expiryTimeout), query("third.example"))
+	_, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("third.example"))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("third exchange = %v, want it to expire waiting", err)
 	}
@@ -161,7 +161,7 @@ func TestTCPConnectionRefused(t *testing.T) {
 	t.Parallel()
 	tr := newTestTCP(t, wiretest.Refusing(t))
 
-	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
 	}

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/miekg/dns"
 )
 
 // TLS exchanges queries with one upstream over DNS over TLS, the
@@ -65,10 +63,7 @@ type TLS struct {
 
 }
 
-var (
-	_ Transport    = (*TLS)(nil)
-	_ RawExchanger = (*TLS)(nil)
-)
+var _ Transport = (*TLS)(nil)
 
 // NewTLS returns a DoT transport to the server at hostport (HOST:PORT, an
 // IPv6 HOST in brackets). HOST is the name its certificate must carry;
@@ -103,54 +98,29 @@ func NewTLS(hostport string, opts ...Option) (*TLS, error) {
 	}, nil
 }
 
-// Exchange sends m and returns its answer with m's ID, as the Exchanger
-// contract says: ctx bounds the dial and handshake, waiting for a
+// Exchange sends q and returns its answer, as the Exchanger contract
+// says: expiry and ctx bound the dial and handshake, waiting for a
 // connection that another exchange is dialling, the write and the answer.
-// Errors name the upstream and keep their chain for errors.Is and
-// errors.As: the sentinels of this package, context errors, syscall errors,
-// and crypto/tls and crypto/x509 errors for a failed handshake or
+// q.Packed goes out in a frame with a wire ID of the connection's, and an
+// answer whose bytes LayoutAnswer vouches for, and that fits q.Buf, comes
+// back there as it was read; any other answer is parsed and returned as
+// Msg. Errors name the upstream and keep their chain for errors.Is and
+// errors.As: the sentinels of this package, context errors, syscall
+// errors, and crypto/tls and crypto/x509 errors for a failed handshake or
 // verification (tls.CertificateVerificationError).
-func (t *TLS) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("exchanging with %s: %w", t.label, err)
-	}
-	buf := getBuf(smallBufLen)
-	defer putBuf(buf)
-	frame, err := packFrame(m, buf)
-	if err != nil {
-		return nil, err
-	}
-	raw, id, err := t.roundTrip(ctx, frame)
-	if err != nil {
-		return nil, err
-	}
-	r, err := decodeReply(m, id, raw)
-	putBuf(raw)
-	if err != nil {
-		return nil, fmt.Errorf("reading from %s: %w", t.label, err)
-	}
-	return r, nil
-}
-
-// ExchangeRaw is Exchange on the byte path: q.Packed goes out in a frame
-// with a wire ID of the connection's, and an answer whose bytes
-// LayoutAnswer vouches for, and that fits q.Buf, comes back there as it
-// was read. Any other answer is parsed as Exchange parses it and returned
-// as Msg.
-func (t *TLS) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
+func (t *TLS) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("exchanging with %s: %w", t.label, err)
 	}
-	if len(q.Packed) < headerLen || len(q.Packed) > maxMsgLen {
-		r, err := t.Exchange(ctx, q.Msg)
-		return Answer{Msg: r}, err
+	if len(q.Packed) < HeaderLen || len(q.Packed) > maxMsgLen {
+		return Answer{}, fmt.Errorf("%w: a %d-byte query", ErrPack, len(q.Packed))
 	}
 	buf := getBuf(2 + len(q.Packed))
 	defer putBuf(buf)
 	frame := buf[:2+copy(buf[2:], q.Packed)]
 	binary.BigEndian.PutUint16(frame, uint16(len(q.Packed)))
 
-	raw, id, err := t.roundTrip(ctx, frame)
+	raw, id, err := t.roundTrip(ctx, bound(ctx, expiry), frame)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -169,15 +139,17 @@ func (t *TLS) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 
 // roundTrip sends frame (a query behind its length, the wire ID to be set)
 // on a connection and returns the answer's bytes, in a buffer from getBuf
-// that the caller gives back with putBuf, and the ID they must carry. Each stale connection met costs one retry, and each one met is
-// gone: maxConns retries cover every connection having been closed at once.
-func (t *TLS) roundTrip(ctx context.Context, frame []byte) (raw []byte, id uint16, err error) {
+// that the caller gives back with putBuf, and the ID they must carry.
+// deadline (zero: none) bounds it all. Each stale connection met costs one
+// retry, and each one met is gone: maxConns retries cover every connection
+// having been closed at once.
+func (t *TLS) roundTrip(ctx context.Context, deadline time.Time, frame []byte) (raw []byte, id uint16, err error) {
 	for tries := 0; ; tries++ {
-		c, reused, err := t.acquire(ctx)
+		c, reused, err := t.acquire(ctx, deadline)
 		if err != nil {
 			return nil, 0, err
 		}
-		raw, id, stale, err := c.exchange(ctx, frame)
+		raw, id, stale, err := c.exchange(ctx, deadline, frame)
 		if err != nil && stale && reused && tries < t.maxConns && ctx.Err() == nil {
 			continue
 		}
@@ -189,7 +161,7 @@ func (t *TLS) roundTrip(ctx context.Context, frame []byte) (raw []byte, id uint1
 // exchange (dotConn.inflight), dialling it when it is new. reused reports
 // a connection that was up before the exchange chose it. On error nothing
 // is held.
-func (t *TLS) acquire(ctx context.Context) (*dotConn, bool, error) {
+func (t *TLS) acquire(ctx context.Context, deadline time.Time) (*dotConn, bool, error) {
 	for {
 		t.mu.Lock()
 		c, dial := t.pickLocked()
@@ -197,9 +169,7 @@ func (t *TLS) acquire(ctx context.Context) (*dotConn, bool, error) {
 		t.mu.Unlock()
 
 		reused := false
-		if dial {
-			t.dial(ctx, c)
-		} else {
+		if !dial {
 			select {
 			case <-c.ready:
 				reused = true
@@ -207,13 +177,19 @@ func (t *TLS) acquire(ctx context.Context) (*dotConn, bool, error) {
 			}
 		}
 		if !reused {
-			// Only a wait asks for Done: a lazy attempt context arms
-			// nothing for a connection that is up.
+			// Only a connection not yet up costs a timer: the dial, and
+			// waiting for another exchange's dial, under the deadline.
+			dctx, cancel := withExpiry(ctx, deadline)
+			if dial {
+				t.dial(dctx, c)
+			}
 			select {
 			case <-c.ready:
-			case <-ctx.Done():
+				cancel()
+			case <-dctx.Done():
+				cancel()
 				t.release(c, false)
-				return nil, false, fmt.Errorf("waiting for a connection to %s: %w", t.label, ctx.Err())
+				return nil, false, fmt.Errorf("waiting for a connection to %s: %w", t.label, dctx.Err())
 			}
 		}
 		if c.err == nil {

@@ -12,8 +12,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/miekg/dns"
 )
 
 // Limits of one pipelined DoT connection.
@@ -48,7 +46,7 @@ type dotConn struct {
 	// Guarded by t.mu:
 	waiters   map[uint16]*dotWait // wire IDs in flight; nil: abandoned, the answer is dropped
 	abandoned int                 // nil entries in waiters
-	armed     time.Time           // the read deadline set on conn: the earliest deadline of its lazy waits or their next poll; zero: none
+	armed     time.Time           // the read deadline set on conn: the earliest deadline of its waits or their next poll; zero: none
 	inflight  int                 // exchanges holding the connection, waiting for it included
 	retired   bool                // handed to no new exchange; closed when inflight drops to 0
 	dead      bool                // the dial or the reader failed; failure says why
@@ -57,7 +55,7 @@ type dotConn struct {
 }
 
 // dotReply is what the reader hands an exchange: its answer, or why the
-// connection failed, or that the exchange's lazy context ended.
+// connection failed, or that the exchange's deadline or context ended.
 type dotReply struct {
 	raw   []byte // the answer, in a buffer from getBuf that its receiver gives back
 	err   error
@@ -68,9 +66,9 @@ type dotReply struct {
 // dotWait is one exchange waiting on a connection. The reader, or fail, or
 // expire, sends on ch once, having taken the wait out of waiters under t.mu.
 type dotWait struct {
-	ch       chan dotReply // capacity 1: the sender never blocks
-	lazy     LazyContext   // the exchange's context when the reader bounds its wait; else nil
-	deadline time.Time     // with lazy: its deadline, zero for none
+	ch       chan dotReply   // capacity 1: the sender never blocks
+	ctx      context.Context // the exchange's, polled by the reader for cancellation (see expire)
+	deadline time.Time       // when the reader ends the wait; zero for none
 }
 
 func newDotConn(t *TLS) *dotConn {
@@ -89,13 +87,10 @@ func newDotConn(t *TLS) *dotConn {
 // carry, for the caller to decode. stale reports that the connection failed
 // before any byte of an answer arrived, which earns a connection that was
 // up before the exchange a redial.
-func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id uint16, stale bool, err error) {
+func (c *dotConn) exchange(ctx context.Context, deadline time.Time, frame []byte) (raw []byte, id uint16, stale bool, err error) {
 	t := c.t
 	w := t.getWait()
-	if lazy, ok := ctx.(LazyContext); ok {
-		w.lazy = lazy
-		w.deadline, _ = lazy.Deadline()
-	}
+	w.ctx, w.deadline = ctx, deadline
 	t.mu.Lock()
 	if c.dead {
 		f := c.failure
@@ -106,10 +101,8 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 	}
 	id = c.newIDLocked()
 	c.waiters[id] = w
-	if w.lazy != nil {
-		if wake, sooner := wakeFor(c.armed, w.deadline); sooner {
-			c.arm(wake)
-		}
+	if wake, sooner := wakeFor(c.armed, w.deadline); sooner {
+		c.arm(wake)
 	}
 	t.mu.Unlock()
 
@@ -130,41 +123,26 @@ func (c *dotConn) exchange(ctx context.Context, frame []byte) (raw []byte, id ui
 		return nil, 0, isStale(err) || errors.Is(err, net.ErrClosed), ioError(ctx, "writing to", t.label, err)
 	}
 
-	if rep, ok := t.await(ctx, w); ok {
-		t.putWait(w)
-		if rep.ended {
-			// expire reserved the ID for the late answer.
-			t.mu.Lock()
-			retire := errors.Is(rep.err, context.DeadlineExceeded) || c.abandoned > maxAbandoned
-			t.mu.Unlock()
-			t.release(c, retire)
-			return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, rep.err)
-		}
-		t.release(c, false)
-		if rep.err != nil {
-			return nil, 0, rep.stale, rep.err
-		}
-		return rep.raw, id, false, nil
+	// The reader hands w its answer, its connection's failure, or the end
+	// of its deadline or context (see expire): one channel, no timer.
+	rep := <-w.ch
+	t.putWait(w)
+	if rep.ended {
+		// expire reserved the ID for the late answer.
+		t.mu.Lock()
+		retire := errors.Is(rep.err, context.DeadlineExceeded) || c.abandoned > maxAbandoned
+		t.mu.Unlock()
+		t.release(c, retire)
+		return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, rep.err)
 	}
-	t.mu.Lock()
-	mine := false
-	if c.waiters[id] == w {
-		// Keep the ID reserved until the late answer comes, so it cannot
-		// pass for a later query's.
-		c.waiters[id] = nil
-		c.abandoned++
-		mine = true
+	t.release(c, false)
+	if rep.err != nil {
+		return nil, 0, rep.stale, rep.err
 	}
-	retire := errors.Is(ctx.Err(), context.DeadlineExceeded) || c.abandoned > maxAbandoned
-	t.mu.Unlock()
-	if mine {
-		t.putWait(w) // the reader can no longer reach it
-	}
-	t.release(c, retire)
-	return nil, 0, false, fmt.Errorf("reading from %s: %w", t.label, ctx.Err())
+	return rep.raw, id, false, nil
 }
 
-// arm has c's reader wake at d (zero: never) to look at its lazy waits.
+// arm has c's reader wake at d (zero: never) to look at its waits.
 // The caller holds t.mu.
 func (c *dotConn) arm(d time.Time) {
 	c.armed = d
@@ -174,46 +152,31 @@ func (c *dotConn) arm(d time.Time) {
 	_ = c.conn.SetReadDeadline(d)
 }
 
-// expire is c's reader waking at the time it was armed for: every lazy
-// wait on c whose context has ended gets the context's error, its ID kept
-// reserved for the late answer, and the reader is armed again for the
-// earliest deadline of the others or the next cancellation poll. Waits end
-// at their deadline, as a timer of their own would end them, and notice a
-// cancellation within cancelPoll.
+// expire is c's reader waking at the time it was armed for: every wait on
+// c whose deadline has passed or whose context has ended gets that error,
+// its ID kept reserved for the late answer, and the reader is armed again
+// for the earliest deadline of the others or the next cancellation poll.
+// Waits end at their deadline, as a timer of their own would end them, and
+// notice a cancellation within cancelPoll.
 func (c *dotConn) expire() {
+	now := time.Now()
 	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var next time.Time
 	for id, w := range c.waiters {
-		if w == nil || w.lazy == nil {
+		if w == nil {
 			continue
 		}
-		if err := w.lazy.Err(); err != nil {
+		if err := waitEnded(w.ctx, w.deadline, now); err != nil {
 			c.waiters[id] = nil
 			c.abandoned++
 			w.ch <- dotReply{err: err, ended: true}
 			continue
 		}
-		next = foldWake(next, w.deadline)
+		next = foldWake(next, now, w.deadline)
 	}
 	c.arm(next)
-}
-
-// await waits for the reader's reply to w. Under a LazyContext the reader
-// also ends the wait when the context ends (see expire), so the exchange
-// waits on one channel and arms no timer; under any other context, ctx.Done
-// ends it, with ok false.
-func (t *TLS) await(ctx context.Context, w *dotWait) (rep dotReply, ok bool) {
-	if w.lazy != nil {
-		return <-w.ch, true
-	}
-	select {
-	case rep := <-w.ch:
-		return rep, true
-	case <-ctx.Done():
-		return dotReply{}, false
-	}
 }
 
 // getWait returns an empty wait for one exchange.
@@ -227,7 +190,7 @@ func (t *TLS) getWait() *dotWait {
 // putWait keeps w, out of the reader's reach and its channel empty, for
 // another exchange.
 func (t *TLS) putWait(w *dotWait) {
-	w.lazy, w.deadline = nil, time.Time{}
+	w.ctx, w.deadline = nil, time.Time{}
 	t.waits.Put(w)
 }
 
@@ -354,7 +317,7 @@ func (c *dotConn) read() {
 }
 
 // readFull reads len(b) bytes from c's connection, as io.ReadFull does,
-// and expires lazy waits each time the read deadline they armed passes.
+// and expires waits each time the read deadline they armed passes.
 func (c *dotConn) readFull(b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
@@ -393,26 +356,4 @@ func (c *dotConn) fail(err error, clean bool) {
 			w.ch <- rep
 		}
 	}
-}
-
-// packFrame packs m behind its two-byte length into buf (from
-// getBuf(smallBufLen)), or into a fresh slice when it outgrows buf. The wire
-// ID is left 0 for the exchange to set: it depends on the connection.
-func packFrame(m *dns.Msg, buf []byte) ([]byte, error) {
-	query, err := packQuery(m, 0, buf[2:])
-	if err != nil {
-		return nil, err
-	}
-	if len(query) > maxMsgLen {
-		return nil, fmt.Errorf("%w: %d bytes do not fit a TCP frame", ErrPack, len(query))
-	}
-	var frame []byte
-	if len(query) <= len(buf)-2 && &query[0] == &buf[2] {
-		frame = buf[:2+len(query)]
-	} else {
-		frame = make([]byte, 2+len(query))
-		copy(frame[2:], query)
-	}
-	binary.BigEndian.PutUint16(frame, uint16(len(query)))
-	return frame, nil
 }

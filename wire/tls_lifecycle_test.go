@@ -41,7 +41,7 @@ func TestTLSStalledQueryRetiresTheConnection(t *testing.T) {
 	// The connection is up before the stall: the short deadline covers
 	// the wait for an answer, not a handshake on a loaded machine.
 	mustAnswer(t, tr, query("first.example"))
-	_, err := tr.Exchange(ctxWithin(t, expiryTimeout), query("stalled.example"))
+	_, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("stalled.example"))
 	if !isExpiry(err) {
 		t.Fatalf("Exchange with a stalled server = %v, want an expiry", err)
 	}
@@ -60,7 +60,7 @@ func TestTLSStalledHandshakeExpires(t *testing.T) {
 	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP("127.0.0.1")).(*TLS)
 
 	for range 2 {
-		if _, err := tr.Exchange(ctxWithin(t, expiryTimeout), query("stalled.example")); !isExpiry(err) {
+		if _, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("stalled.example")); !isExpiry(err) {
 			t.Fatalf("Exchange with a stalled handshake = %v, want an expiry", err)
 		}
 	}
@@ -112,7 +112,7 @@ func TestTLSDoesNotRedialFreshConnections(t *testing.T) {
 	t.Parallel()
 	srv, tr := newDoT(t, wiretest.CloseConn)
 
-	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("closed.example"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("closed.example"))
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Exchange = %v, want EOF or a reset", err)
 	}

@@ -45,6 +45,17 @@ func transport(tb testing.TB, address, caFile string) wire.Transport {
 	return tr
 }
 
+// newQuery returns the query for name's A records, packed by wire.NewQuery
+// (no answer buffer: answers come back as messages).
+func newQuery(tb testing.TB, name string) *wire.Query {
+	tb.Helper()
+	q, err := wire.NewQuery(wiretest.Query(name, dns.TypeA))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
+}
+
 // newPool returns a pool over transports, primary first, closed at the
 // test's end.
 func newPool(tb testing.TB, attempt time.Duration, transports ...wire.Transport) *actors.Pool {
@@ -79,7 +90,7 @@ func TestPoolFailsOverFromAWrongCertificate(t *testing.T) {
 				standby := good.start(t, ca.Certificate(t, wiretest.TLSName), wiretest.Answer())
 				pool := newPool(t, 5*time.Second, transport(t, primary, caFile), transport(t, standby, caFile))
 
-				res := pool.Exchange(context.Background(), wiretest.Query("example.com", dns.TypeA), nil)
+				res := pool.Exchange(context.Background(), newQuery(t, "example.com"), time.Now(), nil)
 				if res.Err != nil || res.Msg == nil {
 					t.Fatalf("Exchange: %v", res.Err)
 				}
@@ -123,17 +134,17 @@ func TestPoolExpiresAStalledDoTUpstream(t *testing.T) {
 	pool := newPool(t, 200*time.Millisecond, transport(t, primary.Upstream(), caFile), transport(t, standby.Upstream(), caFile))
 	// A first query brings the primary's connection up, so the stalled
 	// attempt's budget is spent waiting for the answer.
-	if res := pool.Exchange(context.Background(), wiretest.Query("first.example", dns.TypeA), nil); res.Err != nil || res.Upstream != 0 {
+	if res := pool.Exchange(context.Background(), newQuery(t, "first.example"), time.Now(), nil); res.Err != nil || res.Upstream != 0 {
 		t.Fatalf("first query: upstream %d, %v; want the primary's answer", res.Upstream, res.Err)
 	}
-	res := pool.Exchange(context.Background(), wiretest.Query("stalled.example", dns.TypeA), nil)
+	res := pool.Exchange(context.Background(), newQuery(t, "stalled.example"), time.Now(), nil)
 	if res.Err != nil || res.Upstream != 1 {
 		t.Fatalf("stalled query: upstream %d, %v; want the standby's answer", res.Upstream, res.Err)
 	}
 	if got := res.Attempts[0].Outcome; got != actors.OutcomeExpired {
 		t.Errorf("the stalled attempt ended %v, want expired", got)
 	}
-	if res := pool.Exchange(context.Background(), wiretest.Query("next.example", dns.TypeA), nil); res.Err != nil || res.Upstream != 0 {
+	if res := pool.Exchange(context.Background(), newQuery(t, "next.example"), time.Now(), nil); res.Err != nil || res.Upstream != 0 {
 		t.Fatalf("next query: upstream %d, %v; want the primary's answer", res.Upstream, res.Err)
 	}
 	if got := primary.Accepts(); got != 2 {
@@ -193,7 +204,7 @@ func TestEncryptedTransportErrorsAreClassified(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := tr.Exchange(ctx, wiretest.Query("example.com", dns.TypeA))
+				_, err := tr.Exchange(ctx, newQuery(t, "example.com"), time.Time{})
 				done <- err
 			}()
 			if c.cancel {

@@ -78,7 +78,7 @@ func TestTLSPipelinesConcurrentQueries(t *testing.T) {
 	for i := range queries {
 		go func() {
 			q := query(fmt.Sprintf("%0*d.example", 1+i%7, i)) // names of several lengths
-			r, err := tr.Exchange(ctxWithin(t, answerTimeout), q)
+			r, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, q)
 			switch {
 			case err != nil:
 				errs <- err
@@ -119,7 +119,7 @@ func TestTLSMatchesAnswersOutOfOrder(t *testing.T) {
 	slow := make(chan error, 1)
 	go func() {
 		q := query("slow.example")
-		r, err := tr.Exchange(ctxWithin(t, answerTimeout), q)
+		r, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, q)
 		if err == nil && !sameQuestion(r.Question, q.Question) {
 			err = fmt.Errorf("slow query answered %s", questionString(r.Question))
 		}
@@ -169,7 +169,7 @@ func TestTLSValidatesAnswers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			_, tr := newDoT(t, c.handler)
-			_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+			_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Exchange = %v, want %v", err, c.want)
 			}
@@ -206,7 +206,7 @@ func TestTLSVerifiesTheServer(t *testing.T) {
 	for _, c := range cases {
 		srv := wiretest.NewDoTServer(t, c.cert, wiretest.Answer())
 		tr := newTestTransport(t, srv.Upstream(), WithDialIP("127.0.0.1"), WithCAFile(c.caFile))
-		_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+		_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 		var verr *tls.CertificateVerificationError
 		if !errors.As(err, &verr) || !errors.As(err, c.want) {
 			t.Errorf("%s: Exchange = %v, want a certificate verification error of type %T", c.name, err, c.want)
@@ -222,7 +222,7 @@ func TestTLSConnectionRefused(t *testing.T) {
 	_, port, _ := net.SplitHostPort(wiretest.Refusing(t))
 	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP("127.0.0.1"))
 
-	_, err := tr.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
 	}
@@ -257,7 +257,7 @@ func TestDoTWriterBatchesQueuedFrames(t *testing.T) {
 		defer close(writer)
 		c.writeLoop()
 	}()
-	ctx := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
+	ctx := &doneCounter{Context: t.Context()}
 	const frames = 10
 	for i := range frames {
 		frame := []byte{0, 3, byte(i), 0xAA, 0xBB}
@@ -291,16 +291,16 @@ func TestDoTWriterBatchesQueuedFrames(t *testing.T) {
 		t.Error("a frame was queued after the writer failed")
 	}
 	if ctx.doneCalls.Load() != 0 {
-		t.Errorf("Done called %d times on a LazyContext, want 0", ctx.doneCalls.Load())
+		t.Errorf("Done called %d times, want 0", ctx.doneCalls.Load())
 	}
 }
 
-// Lazy waits on a DoT connection are ended by its reader, woken through
-// the connection's read deadline: a cancelled one at the next poll, one
-// with a deadline earlier than the poll the reader sleeps to at that
-// deadline. A read that timed out leaves the TLS stream usable: the next
-// exchange is answered on the same connection.
-func TestDoTLazyWaitsShareTheReader(t *testing.T) {
+// Waits on a DoT connection are ended by its reader, woken through the
+// connection's read deadline: a cancelled one at the next poll, one with
+// an expiry earlier than the poll the reader sleeps to at that expiry. A
+// read that timed out leaves the TLS stream usable: the next exchange is
+// answered on the same connection.
+func TestDoTWaitsShareTheReader(t *testing.T) {
 	t.Parallel()
 	received := make(chan string, 8)
 	answer := wiretest.Answer()
@@ -314,23 +314,24 @@ func TestDoTLazyWaitsShareTheReader(t *testing.T) {
 	mustAnswer(t, tr, query("warm.example"))
 	<-received
 
+	// Stalled exchanges with no deadline at all: the reader sleeps to its
+	// first poll.
 	stall := func(ctx context.Context, name string) <-chan error {
 		errc := make(chan error, 1)
 		go func() {
-			_, err := tr.ExchangeRaw(ctx, wireQuery(t, query(name), 4096))
+			_, err := tr.Exchange(ctx, wireQuery(t, query(name), 4096), time.Time{})
 			errc <- err
 		}()
 		return errc
 	}
 	parent, cancel := context.WithCancel(context.Background())
-	cancelled := stall(&lazyCtx{Context: parent}, "stall.cancelled.example")
+	cancelled := stall(parent, "stall.cancelled.example")
 	<-received // registered, and the reader sleeps to its first poll
 	cancel()
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v, want context.Canceled", err)
 	}
-	ctx := &lazyCtx{Context: ctxWithin(t, answerTimeout)}
-	if _, err := tr.ExchangeRaw(ctx, wireQuery(t, query("after.example"), 4096)); err != nil {
+	if _, err := tr.Exchange(t.Context(), wireQuery(t, query("after.example"), 4096), within(answerTimeout)); err != nil {
 		t.Fatalf("exchange after the reader's timeout: %v", err)
 	}
 	<-received
@@ -340,9 +341,9 @@ func TestDoTLazyWaitsShareTheReader(t *testing.T) {
 
 	parent, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	long := stall(&lazyCtx{Context: parent}, "stall.long.example")
+	long := stall(parent, "stall.long.example")
 	<-received // the reader sleeps to the long wait's poll
-	_, err := tr.ExchangeRaw(&lazyCtx{Context: ctxWithin(t, cancelPoll/4)}, wireQuery(t, query("stall.short.example"), 4096))
+	_, err := tr.Exchange(t.Context(), wireQuery(t, query("stall.short.example"), 4096), within(cancelPoll/4))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("short wait: %v, want context.DeadlineExceeded", err)
 	}

@@ -42,7 +42,7 @@ func BenchmarkUDPExchangeParallel(b *testing.B) {
 func benchExchange(b *testing.B, tr Exchanger) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := tr.Exchange(ctx, query("warm.example")); err != nil {
+	if _, err := exchangeMsg(ctx, tr, query("warm.example")); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("serial", func(b *testing.B) {
@@ -50,7 +50,7 @@ func benchExchange(b *testing.B, tr Exchanger) {
 		b.ReportAllocs()
 		start := time.Now()
 		for b.Loop() {
-			if _, err := tr.Exchange(ctx, q); err != nil {
+			if _, err := exchangeMsg(ctx, tr, q); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -66,7 +66,7 @@ func benchExchange(b *testing.B, tr Exchanger) {
 			// record, so messages are not shared between goroutines.
 			q := query(fmt.Sprintf("bench%d.example", n.Add(1)))
 			for pb.Next() {
-				if _, err := tr.Exchange(ctx, q); err != nil {
+				if _, err := exchangeMsg(ctx, tr, q); err != nil {
 					b.Error(err)
 					return
 				}
@@ -76,15 +76,17 @@ func benchExchange(b *testing.B, tr Exchanger) {
 	})
 }
 
-// BenchmarkExchangeRaw is the byte path of the transports that have one,
-// 8×GOMAXPROCS queries in flight, side by side with their Exchange; the
-// context is a LazyContext, as the pool's attempts are.
+// BenchmarkExchangeRaw is the byte path of the transports that have one
+// (a Query with an answer buffer, packed once), 8×GOMAXPROCS queries in
+// flight, side by side with their message path (exchangeMsg: packed per
+// exchange, no buffer, the answer parsed). The expiry bounds each exchange
+// and the context has no deadline, as the pool's attempts have it.
 func BenchmarkExchangeRaw(b *testing.B) {
 	for _, tr := range rawTransports {
 		x := tr.new(b, wiretest.Answer())
-		tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		ctx := &lazyCtx{Context: tctx}
-		if _, err := x.Exchange(ctx, query("warm.example")); err != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		expiry := time.Now().Add(time.Minute)
+		if _, err := x.Exchange(ctx, mustQuery(b, query("warm.example")), expiry); err != nil {
 			b.Fatal(err)
 		}
 		for _, raw := range []bool{false, true} {
@@ -99,12 +101,14 @@ func BenchmarkExchangeRaw(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					q := query(fmt.Sprintf("bench%d.example", n.Add(1)))
 					wq := wireQuery(b, q, 4096)
+					mctx, mcancel := context.WithDeadline(ctx, expiry)
+					defer mcancel()
 					for pb.Next() {
 						var err error
 						if raw {
-							_, err = x.ExchangeRaw(ctx, wq)
+							_, err = x.Exchange(ctx, wq, expiry)
 						} else {
-							_, err = x.Exchange(ctx, q)
+							_, err = exchangeMsg(mctx, x, q)
 						}
 						if err != nil {
 							b.Error(err)

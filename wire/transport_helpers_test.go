@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,6 +33,10 @@ func ctxWithin(tb testing.TB, d time.Duration) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
+
+// within returns the expiry d from now, for an exchange bounded by its
+// expiry alone (under t.Context(), which has no deadline).
+func within(d time.Duration) time.Time { return time.Now().Add(d) }
 
 // newTestUDP returns a UDP transport to addr, closed at the test's end
 // (before the fake server it talks to, which was started earlier).
@@ -62,11 +67,56 @@ var bothTransports = []transportCase{
 	{"tcp", func(tb testing.TB, addr string) Transport { return newTestTCP(tb, addr) }},
 }
 
+// exchangeMsg exchanges m through x as a caller holding a message only
+// does: packed by NewQuery (no answer buffer), under ctx, with ctx's
+// deadline (if any) as the expiry. An answer as bytes is unpacked and
+// given m's ID in place of the wire ID, so that the tests read a message
+// with the query's ID whatever the transport answered with.
+func exchangeMsg(ctx context.Context, x Exchanger, m *dns.Msg) (*dns.Msg, error) {
+	q, err := NewQuery(m)
+	if err != nil {
+		return nil, err
+	}
+	expiry, _ := ctx.Deadline()
+	a, err := x.Exchange(ctx, q, expiry)
+	if err != nil {
+		return nil, err
+	}
+	return answerMsg(a, m.Id)
+}
+
+// answerMsg is a's message: a.Msg, or a.Raw unpacked with id in place of
+// the wire ID. It is an error unless exactly one of them is set.
+func answerMsg(a Answer, id uint16) (*dns.Msg, error) {
+	switch {
+	case (a.Msg == nil) == (a.Raw == nil):
+		return nil, fmt.Errorf("an answer with Msg set %v and %d raw bytes, want exactly one of them", a.Msg != nil, len(a.Raw))
+	case a.Msg != nil:
+		return a.Msg, nil
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(a.Raw); err != nil {
+		return nil, fmt.Errorf("the raw answer does not parse: %w", err)
+	}
+	r.Id = id
+	return r, nil
+}
+
+// mustQuery is NewQuery(m), failing the test on error.
+func mustQuery(tb testing.TB, m *dns.Msg) *Query {
+	tb.Helper()
+	q, err := NewQuery(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
+}
+
 // mustAnswer exchanges q through ex and fails the test unless an answer to
 // q comes back with q's ID.
 func mustAnswer(tb testing.TB, ex Exchanger, q *dns.Msg) *dns.Msg {
 	tb.Helper()
-	r, err := ex.Exchange(ctxWithin(tb, answerTimeout), q)
+	r, err := exchangeMsg(ctxWithin(tb, answerTimeout), ex, q)
 	if err != nil {
 		tb.Fatalf("Exchange(%s): %v", q.Question[0].Name, err)
 	}
@@ -113,7 +163,7 @@ func benchmarkReuse(b *testing.B, newT func(tb testing.TB, addr string, opts ...
 			defer cancel()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := t.Exchange(ctx, q); err != nil {
+				if _, err := exchangeMsg(ctx, t, q); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -123,8 +173,9 @@ func benchmarkReuse(b *testing.B, newT func(tb testing.TB, addr string, opts ...
 
 // cancelOneOfThree runs three exchanges on tr, which the server announces
 // on received and holds until release closes, cancels the second while all
-// three wait, and checks that it alone returns, at once, with
-// context.Canceled, and that the other two are answered once released.
+// three wait, and checks that it alone returns, promptly (at once, or at
+// the next cancelPoll of a socket's reader), with context.Canceled, and
+// that the other two are answered once released.
 func cancelOneOfThree(t *testing.T, tr Exchanger, received <-chan string, release chan struct{}) {
 	t.Helper()
 	type result struct {
@@ -139,7 +190,7 @@ func cancelOneOfThree(t *testing.T, tr Exchanger, received <-chan string, releas
 			ctx = cancelCtx
 		}
 		go func() {
-			_, err := tr.Exchange(ctx, query(name))
+			_, err := exchangeMsg(ctx, tr, query(name))
 			results <- result{name, err}
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -49,15 +50,17 @@ type UDP struct {
 	closed bool                  // Close was called
 }
 
-var (
-	_ Transport    = (*UDP)(nil)
-	_ RawExchanger = (*UDP)(nil)
-)
+var _ Transport = (*UDP)(nil)
 
 // udpSocketIDs is how many exchanges one socket carries before it is
 // retired: a bound on the IDs it has used, and how often the source port
 // changes (an off-path spoofer has to match the port as well as the ID).
 const udpSocketIDs = 4096
+
+// maxUDPPayload is the most a UDP datagram carries over IPv4 (65535 less
+// the IP and UDP headers): a larger query is ours to refuse, not the
+// upstream's fault.
+const maxUDPPayload = 65507
 
 // udpSocketBuffer is the receive buffer a shared socket asks for: about a
 // thousand small answers at once, the kernel's own per-datagram overhead
@@ -69,7 +72,7 @@ type udpSock struct {
 	conn    net.Conn
 	ids     udpIDs    // every ID used on it (never reused), and the exchanges waiting
 	retired bool      // takes no new exchange; closed when none waits
-	armed   time.Time // the read deadline set on conn: the earliest deadline of its lazy waits or their next poll; zero: none
+	armed   time.Time // the read deadline set on conn: the earliest deadline of its waits or their next poll; zero: none
 }
 
 // udpWait is one exchange waiting for its answer. The reader writes into
@@ -77,12 +80,12 @@ type udpSock struct {
 // nil), under the transport's lock, and then signals ready; the exchange
 // reads n, err and buf after ready, which orders them after the writes.
 type udpWait struct {
-	buf      []byte        // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
-	n        int           // the datagram's length once delivered
-	err      error         // a socket or context error delivered instead of a datagram
-	ready    chan struct{} // capacity 1: signalled on delivery
-	lazy     LazyContext   // the exchange's context when the reader bounds its wait (see expire); else nil
-	deadline time.Time     // with lazy: its deadline, zero for none
+	buf      []byte          // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
+	n        int             // the datagram's length once delivered
+	err      error           // a socket or context error delivered instead of a datagram
+	ready    chan struct{}   // capacity 1: signalled on delivery
+	ctx      context.Context // the exchange's, polled by the reader for cancellation (see expire)
+	deadline time.Time       // when the reader ends the wait; zero for none
 }
 
 // NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
@@ -97,54 +100,38 @@ func NewUDP(addr string, opts ...Option) *UDP {
 	}
 }
 
-// Exchange sends m and returns its answer with m's ID, retrying over TCP
-// when the answer is truncated, as the Exchanger contract says. Errors name
-// the upstream and keep their chain: the sentinels of this package, context
-// errors, net timeouts and syscall errors (a closed port reports
-// syscall.ECONNREFUSED) all match with errors.Is.
-func (u *UDP) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	r, err := u.exchangeDatagram(ctx, m)
-	if err != nil || !r.Truncated {
-		return r, err
+// Exchange sends q and returns its answer, retrying over TCP when the
+// answer is truncated, as the Exchanger contract says: q.Packed goes out
+// with a wire ID of the socket's, and an answer whose bytes LayoutAnswer
+// vouches for comes back in q.Buf as it was read. Any other answer is
+// parsed and returned as Msg. Errors name the upstream and keep their
+// chain: the sentinels of this package, context errors, net timeouts and
+// syscall errors (a closed port reports syscall.ECONNREFUSED) all match
+// with errors.Is.
+func (u *UDP) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
+	a, err := u.exchangeDatagram(ctx, q, expiry)
+	if err != nil || a.Msg == nil || !a.Msg.Truncated {
+		return a, err
 	}
-	return u.tcp.Exchange(ctx, m)
+	return u.tcp.Exchange(ctx, q, expiry)
 }
 
 // exchangeDatagram is Exchange without the TCP fallback: a truncated answer
 // is returned as it came, or as a bare truncated header when it did not
 // even parse (some servers cut records in half). The forward-zone client
 // drives the fallback itself.
-func (u *UDP) exchangeDatagram(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	qbuf := getBuf(0)
-	defer putBuf(qbuf)
-	query, err := packQuery(m, 0, qbuf)
-	if err != nil {
-		return nil, err
+func (u *UDP) exchangeDatagram(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
+	if len(q.Packed) < HeaderLen || len(q.Packed) > maxUDPPayload {
+		return Answer{}, fmt.Errorf("%w: a %d-byte query", ErrPack, len(q.Packed))
 	}
-	buf := getBuf(ClientUDPSize(m))
+	if cap(q.Buf) >= ClientUDPSize(q.Msg) {
+		// The whole buffer: some servers send more than the query's EDNS
+		// size allows, and an answer cut short would be lost.
+		return u.send(ctx, q.Msg, q.Packed, q.Buf[:cap(q.Buf)], bound(ctx, expiry), true)
+	}
+	buf := getBuf(ClientUDPSize(q.Msg))
 	defer putBuf(buf)
-	a, err := u.send(ctx, m, query, buf, false)
-	return a.Msg, err
-}
-
-// ExchangeRaw is Exchange on the byte path: q.Packed goes out with a wire
-// ID of the socket's, and an answer whose bytes LayoutAnswer vouches for
-// comes back in q.Buf as it was read. Any other answer is parsed as
-// Exchange parses it (a truncated one retried over TCP) and returned as
-// Msg.
-func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
-	if cap(q.Buf) < ClientUDPSize(q.Msg) || len(q.Packed) < headerLen {
-		r, err := u.Exchange(ctx, q.Msg)
-		return Answer{Msg: r}, err
-	}
-	// The whole buffer: some servers send more than the query's EDNS
-	// size allows, and an answer cut short would be lost.
-	a, err := u.send(ctx, q.Msg, q.Packed, q.Buf[:cap(q.Buf)], true)
-	if err != nil || a.Msg == nil || !a.Msg.Truncated {
-		return a, err
-	}
-	r, err := u.tcp.Exchange(ctx, q.Msg)
-	return Answer{Msg: r}, err
+	return u.send(ctx, q.Msg, q.Packed, buf, bound(ctx, expiry), false)
 }
 
 // send writes query, m packed, with a wire ID of its own in its first two
@@ -153,18 +140,15 @@ func (u *UDP) ExchangeRaw(ctx context.Context, q *WireQuery) (Answer, error) {
 // bytes; every other answer is parsed. A truncated answer is returned as it
 // came, or as a bare truncated header when it did not even parse.
 //
-// ctx bounds the wait: a LazyContext through the socket's reader, which
-// wakes at its deadline and polls its Err every cancelPoll (see expire), so
-// that the exchange waits on one channel and arms no timer of its own; any
-// other context by its Done.
-func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool) (Answer, error) {
+// The socket's reader bounds the wait: it wakes at the deadline (zero:
+// none) and polls ctx's Err every cancelPoll (see expire), so that the
+// exchange waits on one channel and arms no timer of its own.
+func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, deadline time.Time, raw bool) (Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("exchanging with %s: %w", u.label, err)
 	}
 	w := u.getWait(buf)
-	if lazy, ok := ctx.(LazyContext); ok {
-		w.lazy = lazy
-	}
+	w.ctx, w.deadline = ctx, deadline
 	s, id, err := u.register(ctx, w)
 	if err != nil {
 		u.putWait(w)
@@ -173,18 +157,19 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, raw bool)
 	defer u.unregister(s, id, w)
 	binary.BigEndian.PutUint16(query, id)
 	if _, err := s.conn.Write(query); err != nil {
-		return Answer{}, ioError(ctx, "writing to", u.label, err)
+		// A write reports the ICMP error an earlier datagram earned, if
+		// the reader has not taken it yet, and sends nothing: that error
+		// is the earlier query's (icmp ties it there), so this one is sent
+		// again. A second failure is this write's own.
+		if !isICMPError(err) {
+			return Answer{}, ioError(ctx, "writing to", u.label, err)
+		}
+		if _, err := s.conn.Write(query); err != nil {
+			return Answer{}, ioError(ctx, "writing to", u.label, err)
+		}
 	}
-	if w.lazy != nil {
-		<-w.ready
-		return u.answer(ctx, m, query, buf, id, w, raw)
-	}
-	select {
-	case <-w.ready:
-		return u.answer(ctx, m, query, buf, id, w, raw)
-	case <-ctx.Done():
-		return Answer{}, fmt.Errorf("reading from %s: %w", u.label, ctx.Err())
-	}
+	<-w.ready
+	return u.answer(ctx, m, query, buf, id, w, raw)
 }
 
 // answer decides what the datagram or error delivered to w means.
@@ -235,6 +220,7 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 			// Every answer in flight queues on this one socket: ask for
 			// room for a burst (the kernel caps it at net.core.rmem_max).
 			_ = uc.SetReadBuffer(udpSocketBuffer)
+			recvICMPErrors(uc)
 		}
 		s = &udpSock{conn: nc}
 		u.cur = s
@@ -243,16 +229,13 @@ func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error
 		go u.read(s)
 	}
 	id := s.ids.add(w)
-	if w.lazy != nil {
-		w.deadline, _ = w.lazy.Deadline()
-		if wake, sooner := wakeFor(s.armed, w.deadline); sooner {
-			s.arm(wake)
-		}
+	if wake, sooner := wakeFor(s.armed, w.deadline); sooner {
+		s.arm(wake)
 	}
 	return s, id, nil
 }
 
-// arm has s's reader wake at t (zero: never) to look at its lazy waits.
+// arm has s's reader wake at t (zero: never) to look at its waits.
 // The caller holds u.mu.
 func (s *udpSock) arm(t time.Time) {
 	s.armed = t
@@ -298,7 +281,7 @@ func (u *UDP) read(s *udpSock) {
 	for {
 		n, err := s.conn.Read(buf)
 		if errors.Is(err, net.ErrClosed) {
-			u.fail(s, err, false)
+			u.fail(s, err)
 			return
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -306,11 +289,10 @@ func (u *UDP) read(s *udpSock) {
 			continue
 		}
 		if err != nil {
-			// An ICMP error (a closed port: ECONNREFUSED) concerns
-			// every exchange on the socket: they all went there. The
-			// socket is retired, so that whatever went wrong with it
-			// ends with it: it closes when they have all returned.
-			u.fail(s, err, true)
+			// An ICMP error (a closed port: ECONNREFUSED), which anyone
+			// on the path can forge. It costs only the exchanges whose
+			// queries it quotes, never every exchange on the socket.
+			u.icmp(s, err)
 			continue
 		}
 		if n < 2 {
@@ -327,49 +309,73 @@ func (u *UDP) read(s *udpSock) {
 	}
 }
 
-// expire is s's reader waking at the time it was armed for: every lazy
-// wait on s whose context has ended (its deadline passed, or its parent
-// was cancelled) gets the context's error, and the reader is armed again
-// for the earliest deadline of the others or the next cancellation poll,
-// whichever is first. Waits end at their deadline, as a timer of their own
-// would end them, and notice a cancellation within cancelPoll.
+// expire is s's reader waking at the time it was armed for: every wait on
+// s whose deadline has passed gets context.DeadlineExceeded, every wait
+// whose context has ended gets the context's error, and the reader is armed
+// again for the earliest deadline of the others or the next cancellation
+// poll, whichever is first. Waits end at their deadline, as a timer of
+// their own would end them, and notice a cancellation within cancelPoll.
 func (u *UDP) expire(s *udpSock) {
+	now := time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var next time.Time
 	for _, e := range s.ids.table {
 		w := e.w
-		if w == nil || w.lazy == nil || w.n != 0 || w.err != nil {
+		if w == nil || w.n != 0 || w.err != nil {
 			continue
 		}
-		if err := w.lazy.Err(); err != nil {
+		if err := waitEnded(w.ctx, w.deadline, now); err != nil {
 			w.err = err
 			w.ready <- struct{}{}
 			continue
 		}
-		next = foldWake(next, w.deadline)
+		next = foldWake(next, now, w.deadline)
 	}
 	s.arm(next)
 }
 
-// fail delivers err to every exchange waiting on s; with retire, s takes
-// no more.
-func (u *UDP) fail(s *udpSock, err error, retire bool) {
+// icmp delivers err, an ICMP error the socket reported, to the exchanges
+// whose queries the errors queued on s quote (see quotedIDs), and to no
+// other: one forged datagram must not fail every exchange on a shared
+// socket, each of them a recorded failure of the upstream. An ICMP error
+// that quotes no query of ours fails nothing; its exchange, if any, waits
+// for its answer or its deadline.
+func (u *UDP) icmp(s *udpSock, err error) {
+	uc, ok := s.conn.(*net.UDPConn)
+	if !ok {
+		return
+	}
+	var buf [8]uint16
+	ids := quotedIDs(uc, buf[:0])
 	u.mu.Lock()
-	u.failLocked(s, err, retire)
-	u.mu.Unlock()
+	defer u.mu.Unlock()
+	for _, id := range ids {
+		if w := s.ids.get(id); w != nil && w.n == 0 && w.err == nil {
+			w.err = err
+			w.ready <- struct{}{}
+		}
+	}
 }
 
-func (u *UDP) failLocked(s *udpSock, err error, retire bool) {
+// fail delivers err to every exchange waiting on s: its socket is closed.
+func (u *UDP) fail(s *udpSock, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	for _, e := range s.ids.table {
 		if w := e.w; w != nil && w.n == 0 && w.err == nil {
 			w.err = err
 			w.ready <- struct{}{}
 		}
 	}
-	if retire && !s.retired {
-		u.retire(s)
-	}
+}
+
+// isICMPError reports whether err is how a socket reports an ICMP error
+// that reached it: port or host unreachable, and the like.
+func isICMPError(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTDOWN) ||
+		errors.Is(err, syscall.EPROTO)
 }
 
 // getWait returns a registration for an exchange reading into buf.
@@ -388,7 +394,7 @@ func (u *UDP) putWait(w *udpWait) {
 	case <-w.ready:
 	default:
 	}
-	w.buf, w.n, w.err, w.lazy, w.deadline = nil, 0, nil, nil, time.Time{}
+	w.buf, w.n, w.err, w.ctx, w.deadline = nil, 0, nil, nil, time.Time{}
 	u.waits.Put(w)
 }
 

@@ -74,7 +74,7 @@ func TestUDPConnectionRefused(t *testing.T) {
 	t.Parallel()
 	u := newTestUDP(t, wiretest.Refusing(t))
 
-	_, err := u.Exchange(ctxWithin(t, answerTimeout), query("example.com"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("example.com"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
 	}
@@ -113,7 +113,7 @@ func TestUDPLateAnswerIsDropped(t *testing.T) {
 	})
 	u := newTestUDP(t, srv.Addr)
 
-	_, err := u.Exchange(ctxWithin(t, expiryTimeout), query("slow.example"))
+	_, err := exchangeMsg(ctxWithin(t, expiryTimeout), u, query("slow.example"))
 	if !isExpiry(err) {
 		t.Fatalf("stalled exchange: %v, want a deadline error", err)
 	}
@@ -158,11 +158,11 @@ func TestUDPUnknownIDIsDropped(t *testing.T) {
 	srv := wiretest.NewServer(t, wiretest.WrongID)
 	u := newTestUDP(t, srv.Addr)
 
-	_, err := u.Exchange(ctxWithin(t, expiryTimeout), query("lie.example"))
+	_, err := exchangeMsg(ctxWithin(t, expiryTimeout), u, query("lie.example"))
 	if !isExpiry(err) {
 		t.Fatalf("exchange with an upstream answering wrong IDs: %v, want an expiry", err)
 	}
-	_, _ = u.Exchange(ctxWithin(t, expiryTimeout), query("lie2.example"))
+	_, _ = exchangeMsg(ctxWithin(t, expiryTimeout), u, query("lie2.example"))
 	if got := u.dials.Load(); got != 1 {
 		t.Errorf("opened %d sockets, want 1: a stray datagram is no reason to leave one", got)
 	}
@@ -200,7 +200,7 @@ func TestUDPConcurrentExchangesGetTheirOwnAnswers(t *testing.T) {
 	for i := range n {
 		go func() {
 			q := query(fmt.Sprintf("q%d.example", i))
-			r, err := u.Exchange(ctxWithin(t, answerTimeout), q)
+			r, err := exchangeMsg(ctxWithin(t, answerTimeout), u, q)
 			switch {
 			case err != nil:
 				errs <- err
@@ -241,7 +241,7 @@ func TestUDPCloseStopsItsSockets(t *testing.T) {
 		t.Errorf("%d sockets open after Close, want 0", open)
 	}
 	// The reader is gone (goleak checks at the end); later exchanges fail.
-	if _, err := u.Exchange(ctxWithin(t, answerTimeout), query("b.example")); !errors.Is(err, net.ErrClosed) {
+	if _, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("b.example")); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("exchange after Close: %v, want net.ErrClosed", err)
 	}
 }
@@ -256,7 +256,7 @@ func TestUDPCloseFailsWaitingExchanges(t *testing.T) {
 		<-received
 		_ = u.Close()
 	}()
-	_, err := u.Exchange(ctxWithin(t, time.Hour), query("stall.example"))
+	_, err := exchangeMsg(ctxWithin(t, time.Hour), u, query("stall.example"))
 	if !errors.Is(err, net.ErrClosed) {
 		t.Errorf("exchange when Close came: %v, want net.ErrClosed", err)
 	}
@@ -273,7 +273,7 @@ func TestUDPShortDatagramIsMalformed(t *testing.T) {
 	})
 	u := newTestUDP(t, srv.Addr)
 
-	_, err := u.Exchange(ctxWithin(t, answerTimeout), query("short.example"))
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("short.example"))
 	if !errors.Is(err, ErrMalformed) {
 		t.Fatalf("4-byte answer: %v, want ErrMalformed", err)
 	}
@@ -325,7 +325,7 @@ func TestUDPSharedSocketsUnderLoad(t *testing.T) {
 					timeout = expiryTimeout
 				}
 				q := query(name)
-				r, err := u.Exchange(ctxWithin(t, timeout), q)
+				r, err := exchangeMsg(ctxWithin(t, timeout), u, q)
 				if kind == "late" {
 					mu.Lock()
 					close(late[name]) // its answer now comes, after the expiry

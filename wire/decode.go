@@ -9,33 +9,10 @@ import (
 	"github.com/miekg/dns"
 )
 
-// newWireID returns a random message ID other than avoid. Transports send
-// their own IDs so that the client's ID never reaches an upstream (and one
-// query attempted on several upstreams is never sent twice with one ID);
-// avoid is the ID last used on a reused socket, so a late duplicate of the
-// previous answer cannot pass for the next one.
-func newWireID(avoid uint16) uint16 {
-	for {
-		if id := uint16(rand.Uint32()); id != avoid {
-			return id
-		}
-	}
-}
-
-// packQuery packs m into buf with id in place of m.Id and returns the packed
-// bytes: a prefix of buf when it fits, else a fresh slice. m keeps its ID.
-//
-// Packing writes m's OPT record (the extended rcode bits, rewritten with the
-// value they hold), so one message must not be exchanged by two goroutines
-// at once; the pool attempts upstreams one at a time.
-func packQuery(m *dns.Msg, id uint16, buf []byte) ([]byte, error) {
-	out, err := m.PackBuffer(buf)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrPack, err)
-	}
-	binary.BigEndian.PutUint16(out, id)
-	return out, nil
-}
+// newWireID returns a random message ID. Transports send their own IDs so
+// that the client's ID never reaches an upstream, and one query attempted
+// on several upstreams is never sent twice with one ID.
+func newWireID() uint16 { return uint16(rand.Uint32()) }
 
 // decodeReply parses raw, the answer to q sent with wire ID id, and
 // validates it: the ID must be id (ErrIDMismatch), the bytes must parse as a
@@ -44,7 +21,7 @@ func packQuery(m *dns.Msg, id uint16, buf []byte) ([]byte, error) {
 // with q's ID restored. The order matters: a header-only REFUSED (9.9.9.9
 // sends those) is a refusal, not a question mismatch.
 func decodeReply(q *dns.Msg, id uint16, raw []byte) (*dns.Msg, error) {
-	if len(raw) < headerLen {
+	if len(raw) < HeaderLen {
 		return nil, fmt.Errorf("%w: %d bytes is shorter than a header", ErrMalformed, len(raw))
 	}
 	if got := binary.BigEndian.Uint16(raw); got != id {
@@ -74,7 +51,7 @@ func decodeReply(q *dns.Msg, id uint16, raw []byte) (*dns.Msg, error) {
 // set. It lets a UDP truncated answer that does not even parse (some
 // servers cut records in half) still be retried over TCP.
 func truncatedHeader(raw []byte) bool {
-	return len(raw) >= headerLen && raw[2]&0x02 != 0
+	return len(raw) >= HeaderLen && Flags(raw)&FlagTC != 0
 }
 
 // sameQuestion compares question sections the way a resolver must: names

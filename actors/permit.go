@@ -1,0 +1,60 @@
+package actors
+
+import "time"
+
+// permit is a query's hold on one upstream for one attempt: a slot, and
+// perhaps the upstream's half-open trial token. It lives on the dispatch's
+// stack; release, deferred once where the permit is taken, gives back
+// whatever is still held on every path, a panicking transport's included.
+// Slots are conserved by construction: nothing else returns them.
+type permit struct {
+	u     *Upstream
+	i     int  // u's index in the pool
+	probe bool // a pass-two probe or the half-open trial: a failure re-arms an open breaker
+	trial bool // u's half-open trial token is held
+	slot  bool // a slot of u's is held
+}
+
+// releaseSlot returns the slot, once: when the transport has returned, or
+// when the attempt does not start.
+func (p *permit) releaseSlot() {
+	if p.slot {
+		p.slot = false
+		p.u.release()
+	}
+}
+
+// handTrial gives the trial token to the outcome message that carries it
+// to the actor, which clears it once the outcome is applied. It reports
+// whether the permit held it.
+func (p *permit) handTrial() bool {
+	t := p.trial
+	p.trial = false
+	return t
+}
+
+// release gives back the slot and the trial token, whichever are still
+// held. It is idempotent.
+func (p *permit) release() {
+	p.releaseSlot()
+	if p.trial {
+		p.trial = false
+		p.u.trial.Store(false) // hand the trial to the next query
+	}
+}
+
+// attempt is one exchange's budget: when it started, when it expires, and
+// whether that expiry was cut short by the query's deadline (a truncated
+// attempt, whose expiry is censored).
+type attempt struct {
+	start     time.Time
+	expiry    time.Time // min(start + AttemptTimeout, D)
+	truncated bool      // start + AttemptTimeout is after D
+}
+
+// expired reports whether an attempt that ended at end with err ran out
+// of its budget rather than completing: the transport returned no answer
+// and the expiry had passed.
+func (a attempt) expired(end time.Time, err error) bool {
+	return err != nil && !end.Before(a.expiry)
+}
