@@ -94,7 +94,7 @@ func TestPermitConservation(t *testing.T) {
 				defer mu.Unlock()
 				if r.Err == nil {
 					answered++
-					if r.Msg == nil || r.Upstream < 0 {
+					if r.Msg == nil || r.Upstream == "" {
 						rt.Errorf("answer without message or attribution: %+v", r)
 					}
 					return

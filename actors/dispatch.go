@@ -31,7 +31,7 @@ func (p *Pool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, t
 		q:        q,
 		deadline: arrival.Add(p.policy.TotalTimeout),
 		now:      arrival,
-		res:      Result{Upstream: -1, Attempts: trail[:0]},
+		res:      Result{Attempts: trail[:0]},
 	}
 	d.run()
 	if errors.Is(d.res.Err, ErrBudgetExhausted) {
@@ -236,12 +236,12 @@ func (d *dispatch) settle(p *permit, a attempt, end time.Time, ans wire.Answer, 
 	}
 
 	dur := end.Sub(a.start)
-	d.res.Attempts = append(d.res.Attempts, Attempt{Upstream: p.i, Outcome: outcome, Duration: dur, Err: err})
+	d.res.Attempts = append(d.res.Attempts, Attempt{Upstream: p.u.Name, Outcome: outcome, Duration: dur, Err: err})
 	if d.pool.observer != nil {
 		d.pool.observer.ObserveAttempt(p.i, outcome, dur)
 	}
 	if outcome.Recorded() {
-		d.res.Upstream = p.i // attribution: only after an outcome is recorded
+		d.res.Upstream = p.u.Name // attribution: only after an outcome is recorded
 		p.u.record(message{outcome: outcome, at: end, probe: p.probe, trial: p.handTrial(), err: err})
 	}
 	return over

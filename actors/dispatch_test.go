@@ -23,8 +23,8 @@ func TestFastStandbyAtDefaults(t *testing.T) {
 		pool, _ := newTestPool(t, defaults, up{fn: stalling}, up{fn: answering})
 		start := time.Now()
 		r := exchange(t, pool, t.Context())
-		if r.Err != nil || r.Msg == nil || r.Upstream != 1 {
-			t.Fatalf("got err=%v upstream=%d, want an answer from u1", r.Err, r.Upstream)
+		if r.Err != nil || r.Msg == nil || r.Upstream != "u1" {
+			t.Fatalf("got err=%v upstream=%q, want an answer from u1", r.Err, r.Upstream)
 		}
 		if got, want := outcomes(r), []string{"u0:expired", "u1:answer"}; !slices.Equal(got, want) {
 			t.Errorf("trail %v, want %v", got, want)
@@ -64,8 +64,8 @@ func TestSaturatedPrimaryDefersToStandby(t *testing.T) {
 
 		start := time.Now()
 		r := exchange(t, pool, t.Context())
-		if r.Err != nil || r.Upstream != 1 {
-			t.Fatalf("got err=%v upstream=%d, want an answer from u1", r.Err, r.Upstream)
+		if r.Err != nil || r.Upstream != "u1" {
+			t.Fatalf("got err=%v upstream=%q, want an answer from u1", r.Err, r.Upstream)
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("took %v, want no wait at all", d)
@@ -97,8 +97,8 @@ func TestWaitWakesOnAnyUpstream(t *testing.T) {
 		pool.upstreams[1].transport = &fakeTransport{fn: answering}
 		gate1 <- nil // u1 frees first
 		r := <-done
-		if r.Err != nil || r.Upstream != 1 {
-			t.Fatalf("got err=%v upstream=%d, want u1", r.Err, r.Upstream)
+		if r.Err != nil || r.Upstream != "u1" {
+			t.Fatalf("got err=%v upstream=%q, want u1", r.Err, r.Upstream)
 		}
 		if pool.QueuedTotal() != 1 {
 			t.Errorf("queued total %d, want 1", pool.QueuedTotal())
@@ -127,8 +127,8 @@ func TestTruncatedExpiryIsCensored(t *testing.T) {
 		if !errors.Is(r.Err, ErrBudgetExhausted) {
 			t.Fatalf("err %v, want budget exhausted", r.Err)
 		}
-		if r.Upstream != 0 {
-			t.Errorf("attributed to %d, want u0, the last recorded", r.Upstream)
+		if r.Upstream != "u0" {
+			t.Errorf("attributed to %q, want u0, the last recorded", r.Upstream)
 		}
 		if got, want := outcomes(r), []string{"u0:expired", "u1:censored"}; !slices.Equal(got, want) {
 			t.Errorf("trail %v, want %v", got, want)
@@ -157,8 +157,8 @@ func TestTruncatedAttemptRefusedIsRecorded(t *testing.T) {
 		if !errors.Is(r.Err, ErrAllFailed) {
 			t.Fatalf("err %v, want every upstream failed", r.Err)
 		}
-		if r.Upstream != 1 {
-			t.Errorf("attributed to %d, want u1", r.Upstream)
+		if r.Upstream != "u1" {
+			t.Errorf("attributed to %q, want u1", r.Upstream)
 		}
 		pool.sync()
 		st := pool.Status()
@@ -178,8 +178,8 @@ func TestQueueOnlyExhaustion(t *testing.T) {
 		var wg sync.WaitGroup
 		holdSlots(t, pool, 1, &wg)
 		r := exchange(t, pool, t.Context())
-		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != -1 || len(r.Attempts) != 0 {
-			t.Fatalf("got err=%v upstream=%d attempts=%v, want budget exhausted, none attributed, no attempt", r.Err, r.Upstream, r.Attempts)
+		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != "" || len(r.Attempts) != 0 {
+			t.Fatalf("got err=%v upstream=%q attempts=%v, want budget exhausted, none attributed, no attempt", r.Err, r.Upstream, r.Attempts)
 		}
 		if pool.QueuedTotal() != 1 || pool.QueuedSeconds() != defaults.TotalTimeout.Seconds() || r.Queued != defaults.TotalTimeout {
 			t.Errorf("queued %d for %vs (query %v), want 1 for 5s", pool.QueuedTotal(), pool.QueuedSeconds(), r.Queued)
@@ -217,8 +217,8 @@ func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
 		fakes[1].fn = answering
 		start := time.Now()
 		r = exchange(t, pool, t.Context())
-		if r.Err != nil || r.Upstream != 1 {
-			t.Fatalf("got err=%v upstream=%d, want u1 answering a probe", r.Err, r.Upstream)
+		if r.Err != nil || r.Upstream != "u1" {
+			t.Fatalf("got err=%v upstream=%q, want u1 answering a probe", r.Err, r.Upstream)
 		}
 		if got, want := outcomes(r), []string{"u0:peer_fault", "u1:answer"}; !slices.Equal(got, want) {
 			t.Errorf("probes %v, want %v", got, want)
@@ -254,8 +254,8 @@ func TestPassTwoProbesInOrderUnderTheSameDeadline(t *testing.T) {
 func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool, fakes := newTestPool(t, quick, up{fn: refusing}, up{fn: answering})
-		if r := exchange(t, pool, t.Context()); r.Upstream != 1 {
-			t.Fatalf("first query: upstream %d", r.Upstream)
+		if r := exchange(t, pool, t.Context()); r.Upstream != "u1" {
+			t.Fatalf("first query: upstream %q", r.Upstream)
 		}
 		pool.sync()
 		time.Sleep(quick.Health.Backoff) // fake time: the backoff ends
@@ -285,8 +285,8 @@ func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 
 		time.Sleep(2 * quick.Health.Backoff)
 		fakes[0].fn = answering
-		if r := exchange(t, pool, t.Context()); r.Upstream != 0 {
-			t.Fatalf("trial after the doubled backoff went to u%d, want u0", r.Upstream)
+		if r := exchange(t, pool, t.Context()); r.Upstream != "u0" {
+			t.Fatalf("trial after the doubled backoff went to %q, want u0", r.Upstream)
 		}
 		pool.sync()
 		if st := pool.Status()[0]; st.InBackoff || st.ConsecutiveFailures != 0 {
@@ -301,8 +301,8 @@ func TestCancellationRecordsNothing(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		r := exchange(t, pool, ctx)
-		if !errors.Is(r.Err, context.Canceled) || r.Upstream != -1 {
-			t.Fatalf("got err=%v upstream=%d, want canceled with nobody attributed", r.Err, r.Upstream)
+		if !errors.Is(r.Err, context.Canceled) || r.Upstream != "" {
+			t.Fatalf("got err=%v upstream=%q, want canceled with nobody attributed", r.Err, r.Upstream)
 		}
 		if got, want := outcomes(r), []string{"u0:canceled"}; !slices.Equal(got, want) {
 			t.Errorf("trail %v, want %v", got, want)
@@ -327,13 +327,13 @@ func TestNoAttemptAfterTheDeadline(t *testing.T) {
 			t.Fatal("no slot")
 		}
 		now := time.Now()
-		d := dispatch{pool: pool, ctx: t.Context(), q: packed(t, query()), deadline: now, now: now, res: Result{Upstream: -1}}
+		d := dispatch{pool: pool, ctx: t.Context(), q: packed(t, query()), deadline: now, now: now, }
 		p := permit{u: u, i: 0, slot: true}
 		if over := d.attempt(&p); !over {
 			t.Fatal("the query went on past its deadline")
 		}
-		if !errors.Is(d.res.Err, ErrBudgetExhausted) || d.res.Upstream != -1 {
-			t.Errorf("got err=%v upstream=%d", d.res.Err, d.res.Upstream)
+		if !errors.Is(d.res.Err, ErrBudgetExhausted) || d.res.Upstream != "" {
+			t.Errorf("got err=%v upstream=%q", d.res.Err, d.res.Upstream)
 		}
 		if fakes[0].calls.Load() != 0 {
 			t.Error("the transport was called after the deadline")
@@ -366,8 +366,8 @@ func TestPostAdmissionRecheck(t *testing.T) {
 		gate1 <- nil // the holder of u1 answers; the waiting query takes u1
 		gate1 <- nil // and is answered in turn
 		r := <-done
-		if r.Err != nil || r.Upstream != 1 {
-			t.Fatalf("got err=%v upstream=%d, want u1", r.Err, r.Upstream)
+		if r.Err != nil || r.Upstream != "u1" {
+			t.Fatalf("got err=%v upstream=%q, want u1", r.Err, r.Upstream)
 		}
 		if got, want := outcomes(r), []string{"u1:answer"}; !slices.Equal(got, want) {
 			t.Errorf("trail %v, want %v: u0 must not be attempted", got, want)
@@ -393,8 +393,8 @@ func TestTwoStallingUpstreamsCostOneBudget(t *testing.T) {
 		if got, want := outcomes(r), []string{"u0:expired", "u1:expired"}; !slices.Equal(got, want) {
 			t.Errorf("trail %v, want %v", got, want)
 		}
-		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != 1 {
-			t.Errorf("got err=%v upstream=%d, want budget exhausted attributed to u1", r.Err, r.Upstream)
+		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != "u1" {
+			t.Errorf("got err=%v upstream=%q, want budget exhausted attributed to u1", r.Err, r.Upstream)
 		}
 		if fakes[2].calls.Load() != 0 {
 			t.Error("u2 was attempted after the deadline")
@@ -415,8 +415,8 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 		if got, want := outcomes(r), []string{"u0:censored"}; !slices.Equal(got, want) {
 			t.Errorf("trail %v, want %v", got, want)
 		}
-		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != -1 {
-			t.Errorf("got err=%v upstream=%d, want budget exhausted with nobody attributed", r.Err, r.Upstream)
+		if !errors.Is(r.Err, ErrBudgetExhausted) || r.Upstream != "" {
+			t.Errorf("got err=%v upstream=%q, want budget exhausted with nobody attributed", r.Err, r.Upstream)
 		}
 	})
 }
@@ -455,8 +455,8 @@ func TestPanickingTransportReturnsThePermit(t *testing.T) {
 			t.Fatalf("%d permits held after the panic, want 0", in)
 		}
 		fakes[0].fn = answering
-		if r := exchange(t, pool, t.Context()); r.Err != nil || r.Upstream != 0 {
-			t.Errorf("next query: err=%v upstream=%d, want an answer from the only upstream", r.Err, r.Upstream)
+		if r := exchange(t, pool, t.Context()); r.Err != nil || r.Upstream != "u0" {
+			t.Errorf("next query: err=%v upstream=%q, want an answer from the only upstream", r.Err, r.Upstream)
 		}
 	})
 }

@@ -145,7 +145,7 @@ func exchange(tb testing.TB, pool *Pool, ctx context.Context) Result {
 func outcomes(r Result) []string {
 	var out []string
 	for _, a := range r.Attempts {
-		out = append(out, "u"+string(rune('0'+a.Upstream))+":"+a.Outcome.String())
+		out = append(out, a.Upstream+":"+a.Outcome.String())
 	}
 	return out
 }

@@ -40,7 +40,7 @@ func (o Outcome) Recorded() bool {
 
 // Attempt is one exchange with one upstream, as the query log's trail shows it.
 type Attempt struct {
-	Upstream int // index in the pool's upstream list
+	Upstream string // the upstream's name
 	Outcome  Outcome
 	Duration time.Duration
 	Err      error // the transport's error, nil for an answer
@@ -59,9 +59,9 @@ type Result struct {
 	// local resource error. Every one of them answers SERVFAIL.
 	Err error
 
-	// Upstream is the index of the last upstream whose outcome was recorded
-	// in its health (the attribution), or -1 when none was.
-	Upstream int
+	// Upstream is the name of the last upstream whose outcome was recorded
+	// in its health (the attribution), or "" when none was.
+	Upstream string
 
 	// Queued is the time spent in blocking slot waits.
 	Queued time.Duration

@@ -94,7 +94,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		return nil, err
 	}
 	d.metrics.AttachPool(d.pool)
-	if d.qlog, err = newQueryLog(cfg.QueryLog, names, log, opts); err != nil {
+	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts); err != nil {
 		return nil, err
 	}
 
@@ -109,11 +109,10 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		return nil, err
 	}
 	d.handler, err = query.NewHandler(query.HandlerConfig{
-		Zones:         zones,
-		Records:       records,
-		Pool:          d.pool,
-		UpstreamNames: names,
-		Hooks:         &observer{metrics: d.metrics, qlog: d.qlog},
+		Zones:   zones,
+		Records: records,
+		Pool:    d.pool,
+		Hooks:   &observer{metrics: d.metrics, qlog: d.qlog},
 	})
 	if err != nil {
 		return nil, err

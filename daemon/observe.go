@@ -63,12 +63,12 @@ func newMetrics(cfg *config.Config, names []string) *metrics.Metrics {
 
 // newQueryLog starts the query log the configuration asks for, or returns
 // nil when query_log.path is "".
-func newQueryLog(cfg config.QueryLog, names []string, log *zap.Logger, opts options) (*querylog.Logger, error) {
+func newQueryLog(cfg config.QueryLog, log *zap.Logger, opts options) (*querylog.Logger, error) {
 	if cfg.Path == "" {
 		return nil, nil
 	}
 	o := querylog.Options{
-		Encoder: querylog.Encoder{Attempts: cfg.Attempts, Upstreams: names},
+		Encoder: querylog.Encoder{Attempts: cfg.Attempts},
 		Buffer:  opts.queryLogBuffer,
 		Logger:  log,
 	}

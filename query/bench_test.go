@@ -28,8 +28,8 @@ func (p *instantPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, tr
 	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	opt.SetUDPSize(1232)
 	m.Extra = []dns.RR{opt}
-	trail = append(trail, actors.Attempt{Upstream: 0, Outcome: actors.OutcomeAnswer})
-	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
+	trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
+	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 }
 
 // BenchmarkServePool measures the query path around the pool: raw query in
@@ -41,11 +41,10 @@ func BenchmarkServePool(b *testing.B) {
 		"www.example.com. 300 IN A 93.184.215.14",
 		"www.example.com. 300 IN A 93.184.215.15")}
 	h, err := NewHandler(HandlerConfig{
-		Pool:          pool,
-		UpstreamNames: []string{"quad9"},
-		Zones:         []Zone{{Name: "lan.", Resolver: "192.168.1.1:53", Client: resolverAnswering(b, 0)}},
-		Records:       []Record{{Name: "nas.lan.", Type: dns.TypeA, Value: "192.168.1.10", TTL: 300}},
-		Hooks:         HooksFunc(func(*Entry) {}),
+		Pool:    pool,
+		Zones:   []Zone{{Name: "lan.", Resolver: "192.168.1.1:53", Client: resolverAnswering(b, 0)}},
+		Records: []Record{{Name: "nas.lan.", Type: dns.TypeA, Value: "192.168.1.10", TTL: 300}},
+		Hooks:   HooksFunc(func(*Entry) {}),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -77,8 +76,8 @@ func (p *instantRawPool) Exchange(_ context.Context, q *wire.Query, _ time.Time,
 	if !ok {
 		panic("instantRawPool: the answer does not pass LayoutAnswer")
 	}
-	trail = append(trail, actors.Attempt{Upstream: 0, Outcome: actors.OutcomeAnswer})
-	return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: 0, Attempts: trail}
+	trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
+	return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: "primary", Attempts: trail}
 }
 
 // BenchmarkServeWire is BenchmarkServePool on the byte path, with the
@@ -97,9 +96,8 @@ func BenchmarkServeWire(b *testing.B) {
 	a.Compress = true
 	pool := &instantRawPool{answer: mustPack(b, a)}
 	h, err := NewHandler(HandlerConfig{
-		Pool:          pool,
-		UpstreamNames: []string{"quad9"},
-		Hooks:         HooksFunc(func(*Entry) {}),
+		Pool:  pool,
+		Hooks: HooksFunc(func(*Entry) {}),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -178,9 +176,8 @@ func newForwardingPath(tb testing.TB, q *dns.Msg) *Handler {
 	}
 	tb.Cleanup(pool.Close)
 	h, err := NewHandler(HandlerConfig{
-		Pool:          pool,
-		UpstreamNames: []string{"primary", "secondary"},
-		Hooks:         HooksFunc(func(*Entry) {}),
+		Pool:  pool,
+		Hooks: HooksFunc(func(*Entry) {}),
 	})
 	if err != nil {
 		tb.Fatal(err)

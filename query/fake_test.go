@@ -50,7 +50,7 @@ func (p *fakePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Tim
 	p.arrival = arrival
 	p.mu.Unlock()
 	if p.OnExchange == nil {
-		return actors.Result{Err: errNoFake, Upstream: -1}
+		return actors.Result{Err: errNoFake}
 	}
 	return p.OnExchange(ctx, q.Msg, trail)
 }
@@ -106,8 +106,8 @@ func answeringPool(tb testing.TB, records ...string) *fakePool {
 		if o := q.IsEdns0(); o != nil {
 			m.SetEdns0(4096, o.Do())
 		}
-		trail = append(trail, actors.Attempt{Upstream: 0, Outcome: actors.OutcomeAnswer})
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
+		trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
+		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 	}}
 }
 
@@ -149,9 +149,6 @@ func newTestHandler(tb testing.TB, cfg HandlerConfig) (*Handler, *recorder) {
 	tb.Helper()
 	if cfg.Pool == nil {
 		cfg.Pool = &fakePool{}
-	}
-	if cfg.UpstreamNames == nil {
-		cfg.UpstreamNames = []string{"primary", "secondary"}
 	}
 	rec := &recorder{}
 	cfg.Hooks = rec

@@ -28,12 +28,11 @@ func newFuzzHandler(tb testing.TB, hooks Hooks) *Handler {
 		Pool: &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
 			m, err := answerFromQuery(q)
 			if err != nil {
-				return actors.Result{Err: err, Upstream: 0, Attempts: trail}
+				return actors.Result{Err: err, Upstream: "primary", Attempts: trail}
 			}
-			return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
+			return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 		}},
-		UpstreamNames: []string{"fuzz"},
-		Hooks:         hooks,
+		Hooks: hooks,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -160,7 +160,7 @@ func FuzzUpstreamAnswer(f *testing.F) {
 		repackErr := roundTrip(from)
 
 		h, err := NewHandler(HandlerConfig{Pool: &fakePool{OnExchange: func(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-			return actors.Result{Answer: wire.Answer{Msg: from}, Upstream: 0}
+			return actors.Result{Answer: wire.Answer{Msg: from}, Upstream: "primary"}
 		}}})
 		if err != nil {
 			t.Fatal(err)
@@ -278,7 +278,7 @@ func TestServeUpstreamShortRdata(t *testing.T) {
 			}
 
 			h, _ := newTestHandler(t, HandlerConfig{Pool: &fakePool{OnExchange: func(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-				return actors.Result{Answer: wire.Answer{Msg: received}, Upstream: 0}
+				return actors.Result{Answer: wire.Answer{Msg: received}, Upstream: "primary"}
 			}}})
 			m, _ := exchange(t, h, q, ProtoUDP) // fails unless the answer parses
 			checkEcho(t, q, m)
@@ -369,16 +369,16 @@ func (p *bytesPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, trai
 	id := binary.BigEndian.Uint16(q.Packed)
 	if l, ok := wire.LayoutAnswer(q.Packed, b, id); ok && b[2]&0x02 == 0 {
 		p.raw = true
-		return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: 0, Attempts: trail}
+		return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: "primary", Attempts: trail}
 	}
 	m := new(dns.Msg)
 	if err := m.Unpack(b); err != nil || !m.Response || m.Rcode == dns.RcodeRefused || len(m.Question) != 1 ||
 		!strings.EqualFold(m.Question[0].Name, q.Msg.Question[0].Name) ||
 		m.Question[0].Qtype != q.Msg.Question[0].Qtype || m.Question[0].Qclass != q.Msg.Question[0].Qclass {
-		return actors.Result{Err: actors.ErrAllFailed, Upstream: 0, Attempts: trail}
+		return actors.Result{Err: actors.ErrAllFailed, Upstream: "primary", Attempts: trail}
 	}
 	m.Id = q.Msg.Id
-	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: trail}
+	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 }
 
 // FuzzUpstreamBytes is FuzzUpstreamAnswer on the byte path: whatever bytes

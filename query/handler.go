@@ -29,10 +29,6 @@ type HandlerConfig struct {
 	// Pool resolves everything else. Required.
 	Pool Pool
 
-	// UpstreamNames names the pool's upstreams by index, to turn
-	// actors.Result.Upstream into the query log's name.
-	UpstreamNames []string
-
 	// Hooks observes every answered query, or nil.
 	Hooks Hooks
 }
@@ -47,11 +43,10 @@ var (
 // Handler answers client queries. It is immutable once built and safe for
 // concurrent use by every listener.
 type Handler struct {
-	local     localTable
-	zones     zoneTable
-	pool      Pool     // always non-nil
-	upstreams []string // by pool index
-	hooks     Hooks    // or nil
+	local localTable
+	zones zoneTable
+	pool  Pool  // always non-nil
+	hooks Hooks // or nil
 }
 
 // NewHandler builds a Handler, checking the zones and records. An error
@@ -70,11 +65,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		return nil, err
 	}
 	return &Handler{
-		local:     local,
-		zones:     zones,
-		pool:      cfg.Pool,
-		upstreams: append([]string(nil), cfg.UpstreamNames...),
-		hooks:     cfg.Hooks,
+		local: local,
+		zones: zones,
+		pool:  cfg.Pool,
+		hooks: cfg.Hooks,
 	}, nil
 }
 

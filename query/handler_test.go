@@ -53,14 +53,11 @@ func TestServeWithoutHooks(t *testing.T) {
 // The handler changes its configuration's slices neither now nor later.
 func TestNewHandlerCopiesConfig(t *testing.T) {
 	t.Parallel()
-	names := []string{"primary"}
 	zones := []Zone{{Name: "lan.", Resolver: "192.168.1.1:53", Client: resolverAnswering(t, 0)}}
 	h, rec := newTestHandler(t, HandlerConfig{
-		Pool:          answeringPool(t),
-		UpstreamNames: names,
-		Zones:         zones,
+		Pool:  answeringPool(t),
+		Zones: zones,
 	})
-	names[0] = "changed"
 	zones[0].Name, zones[0].Resolver = "other.", "changed"
 	exchange(t, h, newQuery("example.com.", dns.TypeA), ProtoUDP)
 	exchange(t, h, newQuery("nas.lan.", dns.TypeA), ProtoUDP)
@@ -98,18 +95,19 @@ func (c *consistencyHooks) QueryDone(e *Entry) {
 
 func TestServeConcurrentQueriesKeepTheirOwn(t *testing.T) {
 	t.Parallel()
+	names := []string{"a", "b"}
 	pool := &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
 		n, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(q.Question[0].Name, ".", 2)[0], "q"))
 		for range n%6 + 1 { // past trailCap for some queries
-			trail = append(trail, actors.Attempt{Upstream: n % 2, Duration: time.Duration(n) * time.Millisecond})
+			trail = append(trail, actors.Attempt{Upstream: names[n%2], Duration: time.Duration(n) * time.Millisecond})
 		}
 		m := new(dns.Msg)
 		m.SetReply(q)
 		m.Answer = mustRRs(t, fmt.Sprintf("%s 60 IN TXT \"%d\"", q.Question[0].Name, n))
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: n % 2, Attempts: trail}
+		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: names[n%2], Attempts: trail}
 	}}
 	hooks := &consistencyHooks{}
-	h, err := NewHandler(HandlerConfig{Pool: pool, UpstreamNames: []string{"a", "b"}, Hooks: hooks})
+	h, err := NewHandler(HandlerConfig{Pool: pool, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type Pool interface {
 func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *Entry, s *scratch) (*dns.Msg, []byte, int) {
 	res := h.pool.Exchange(ctx, q, e.Time, s.trail[:0])
 	e.Source = SourcePool
-	e.Upstream = h.upstreamName(res.Upstream)
+	e.Upstream = res.Upstream
 	e.Queued = res.Queued
 	e.Attempts = res.Attempts
 	e.PoolErr = res.Err
@@ -82,13 +82,4 @@ func (r *request) query(s *scratch, buf []byte) *wire.Query {
 	}
 	s.wq = wire.Query{Msg: &r.msg, Packed: packed, Buf: buf[:0]}
 	return &s.wq
-}
-
-// upstreamName returns the name of the pool's upstream i, "" for -1 (no
-// upstream attributed) or an index the configuration does not have.
-func (h *Handler) upstreamName(i int) string {
-	if i < 0 || i >= len(h.upstreams) {
-		return ""
-	}
-	return h.upstreams[i]
 }

@@ -33,9 +33,9 @@ func TestServePoolAnswer(t *testing.T) {
 				m.Answer = mustRRs(t, records...)
 				m.Ns = mustRRs(t, authority...)
 				trail = append(trail,
-					actors.Attempt{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
-					actors.Attempt{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond})
-				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 1, Queued: 3 * time.Millisecond, Attempts: trail}
+					actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
+					actors.Attempt{Upstream: "secondary", Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond})
+				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "secondary", Queued: 3 * time.Millisecond, Attempts: trail}
 			}}
 			h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 			q := newQuery("ExAmple.COM.", dns.TypeA)
@@ -60,8 +60,8 @@ func TestServePoolAnswer(t *testing.T) {
 
 			e := rec.only(t)
 			want := []actors.Attempt{
-				{Upstream: 0, Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
-				{Upstream: 1, Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond},
+				{Upstream: "primary", Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
+				{Upstream: "secondary", Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond},
 			}
 			if e.Source != SourcePool || e.Upstream != "secondary" || e.Queued != 3*time.Millisecond || e.PoolErr != nil ||
 				e.QName != "ExAmple.COM." || e.QType != dns.TypeA || e.Rcode != dns.RcodeSuccess || !slices.Equal(e.Attempts, want) {
@@ -81,11 +81,11 @@ func TestServePoolErrors(t *testing.T) {
 		res      actors.Result
 		upstream string
 	}{
-		{"budget exhausted, nothing recorded", actors.Result{Err: actors.ErrBudgetExhausted, Upstream: -1}, ""},
-		{"every upstream failed", actors.Result{Err: errAllFailed, Upstream: 1}, "secondary"},
-		{"cancelled after a recorded failure", actors.Result{Err: context.Canceled, Upstream: 0}, "primary"},
-		{"an index the configuration lacks", actors.Result{Err: errAllFailed, Upstream: 7}, ""},
-		{"no error and no message", actors.Result{Upstream: 0}, "primary"},
+		{"budget exhausted, nothing recorded", actors.Result{Err: actors.ErrBudgetExhausted}, ""},
+		{"every upstream failed", actors.Result{Err: errAllFailed, Upstream: "secondary"}, "secondary"},
+		{"cancelled after a recorded failure", actors.Result{Err: context.Canceled, Upstream: "primary"}, "primary"},
+		{"nobody attributed", actors.Result{Err: errAllFailed}, ""},
+		{"no error and no message", actors.Result{Upstream: "primary"}, "primary"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestServePoolDNSSEC(t *testing.T) {
 				m.SetEdns0(4096, true)
 				opt := m.IsEdns0()
 				opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "6e73312e6578616d706c65"})
-				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0, Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
+				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
 			}}
 			h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 			q := withEDNS(newQuery("example.com.", dns.TypeA), 4096, true)
@@ -200,7 +200,7 @@ func TestServePoolOPTFollowsTheClient(t *testing.T) {
 						if tt.answerOPT {
 							m.SetEdns0(1232, false)
 						}
-						return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0}
+						return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary"}
 					}}
 					h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 					q := newQuery("example.com.", dns.TypeNS)
@@ -237,7 +237,7 @@ func TestServePoolRcodesPassThrough(t *testing.T) {
 					m := new(dns.Msg)
 					m.SetRcode(q, rcode)
 					m.Ns = mustRRs(t, "example.com. 900 IN SOA ns.example.com. host.example.com. 1 7200 3600 1209600 900")
-					return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 1}
+					return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "secondary"}
 				}}
 				h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 				m, _ := exchange(t, h, newQuery("nope.example.com.", dns.TypeA), "tcp")

@@ -112,7 +112,7 @@ func TestServeOversizedOPT(t *testing.T) {
 		m.SetEdns0(4096, true)
 		opt := m.IsEdns0()
 		opt.Option = append(opt.Option, &dns.EDNS0_PADDING{Padding: make([]byte, 600)})
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: 0}
+		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary"}
 	}}
 	h, rec := newTestHandler(t, HandlerConfig{Pool: pool})
 	q := withEDNS(newQuery("example.com.", dns.TypeA), 512, true)

@@ -13,7 +13,7 @@ func BenchmarkQueryLogLine(b *testing.B) {
 		enc  Encoder
 	}{
 		{"plain", Encoder{}},
-		{"attempts", Encoder{Attempts: true, Upstreams: []string{"isp", "quad9"}}},
+		{"attempts", Encoder{Attempts: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			e := poolEntry()
@@ -33,7 +33,7 @@ func BenchmarkQueryLogLine(b *testing.B) {
 // buffers run out it waits for the writer (Sync) instead of measuring the
 // cheaper drop.
 func BenchmarkLog(b *testing.B) {
-	l := New(io.Discard, Options{Encoder: Encoder{Attempts: true, Upstreams: []string{"isp", "quad9"}}})
+	l := New(io.Discard, Options{Encoder: Encoder{Attempts: true}})
 	defer l.Close()
 	e := poolEntry()
 	b.ReportAllocs()

@@ -25,10 +25,6 @@ type Encoder struct {
 	// Attempts adds "queued_ms" and the "attempts" trail to pool lines
 	// (query_log.attempts).
 	Attempts bool
-
-	// Upstreams names the pool's upstreams by index, for the trail; an
-	// index it does not cover is written as null.
-	Upstreams []string
 }
 
 // Append appends e's line, newline included, to b and returns the result.
@@ -90,11 +86,7 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 // already says.
 func (enc *Encoder) appendAttempt(b []byte, a *actors.Attempt) []byte {
 	b = append(b, `{"upstream":`...)
-	if a.Upstream >= 0 && a.Upstream < len(enc.Upstreams) {
-		b = appendString(b, enc.Upstreams[a.Upstream])
-	} else {
-		b = append(b, "null"...)
-	}
+	b = appendOptional(b, a.Upstream)
 	b = append(b, `,"outcome":"`...)
 	b = append(b, a.Outcome.String()...)
 	b = append(b, `","ms":`...)
