@@ -72,7 +72,9 @@ type Metrics struct {
 	panics          *vm.Counter
 	queryLogDropped *vm.Counter
 
-	pool atomic.Pointer[poolRef] // nil until AttachPool
+	cache      cacheCounters
+	pool       atomic.Pointer[poolRef]  // nil until AttachPool
+	cacheStats atomic.Pointer[cacheRef] // nil until AttachCache
 }
 
 // New creates the metric set with every series of spec section 7 at zero:
@@ -96,6 +98,7 @@ func New(cfg Config) *Metrics {
 		overloadRefused: s.NewCounter("nxdns_overload_refused_total"),
 		panics:          s.NewCounter("nxdns_panics_total"),
 		queryLogDropped: s.NewCounter("nxdns_query_log_dropped_total"),
+		cache:           newCacheCounters(s),
 	}
 	for p := range protos {
 		for _, rc := range initRcodes {
@@ -120,6 +123,7 @@ func New(cfg Config) *Metrics {
 		m.zones[z] = &cs
 	}
 	s.RegisterMetricsWriter(m.writePool)
+	s.RegisterMetricsWriter(m.writeCache)
 	return m
 }
 

@@ -33,6 +33,11 @@ var Spec = []SpecFamily{
 	{Name: "nxdns_query_log_dropped_total", Type: "counter"},
 	{Name: "nxdns_overload_refused_total", Type: "counter"},
 	{Name: "nxdns_panics_total", Type: "counter"},
+	{Name: "nxdns_cache_lookups_total", Type: "counter", Labels: []string{"result"}},
+	{Name: "nxdns_cache_entries", Type: "gauge"},
+	{Name: "nxdns_cache_bytes", Type: "gauge"},
+	{Name: "nxdns_cache_evictions_total", Type: "counter"},
+	{Name: "nxdns_cache_prefetches_total", Type: "counter", Labels: []string{"outcome"}},
 }
 
 // AttemptOutcomes are the outcome label values of
