@@ -3,10 +3,20 @@
 // problem with its TOML path, and the embedded default configuration.
 package config
 
-import "time"
+import (
+	"crypto/x509"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
+)
 
 // Config is the whole configuration file. Field comments give the TOML key;
-// defaults live in Default.
+// defaults live in Default. Fields tagged `toml:"-"` are not keys: they hold
+// what validation parsed from the keys beside them, so that the rest of
+// nxdnsd takes typed values and parses nothing again.
 type Config struct {
 	Server       Server         `toml:"server"`
 	Upstream     UpstreamPolicy `toml:"upstream"`
@@ -44,6 +54,12 @@ type Upstream struct {
 	Slots   int    `toml:"slots"`   // most exchanges in flight at once, 1..4096
 	CAFile  string `toml:"ca_file"` // tls/https: trust this PEM CA instead of the system roots
 	Enabled *bool  `toml:"enabled"` // nil (key absent) means true
+
+	// Set by validation (Load, Parse, Validate), read from no key: the
+	// values above parsed once, for wire.NewTransport.
+	Addr    wire.Address   `toml:"-"` // Address parsed
+	DialIP  netip.Addr     `toml:"-"` // IP parsed; the zero Addr when IP is ""
+	RootCAs *x509.CertPool `toml:"-"` // the certificates of CAFile; nil when CAFile is "" (the system roots)
 }
 
 // A configuration that came from Load or Parse has been validated, so these
@@ -85,6 +101,13 @@ type LocalRecord struct {
 	Type  string `toml:"type"` // A, AAAA, CNAME, TXT, PTR
 	Value string `toml:"value"`
 	TTL   int    `toml:"ttl"`
+
+	// RR is the record, built by validation (Load, Parse, Validate) and
+	// read from no key: a *dns.A, *dns.AAAA, *dns.CNAME, *dns.TXT or
+	// *dns.PTR of class IN, its owner and any target lower-case and fully
+	// qualified, a TXT value one string escaped as dns.TXT packs it (byte
+	// for byte). The query path answers with it as it is.
+	RR dns.RR `toml:"-"`
 }
 
 // QueryLog is the [query_log] table.

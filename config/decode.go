@@ -223,9 +223,14 @@ func describe(v any) string {
 
 // fieldIndex finds the field of struct type t whose toml tag is exactly
 // name. When there is none, near is a tag equal to name but for case.
+// Fields without a tag or tagged "-" hold parsed values, not keys: no key
+// reaches them, not even one spelled "-" or "".
 func fieldIndex(t reflect.Type, name string) (index int, near string) {
 	for i := range t.NumField() {
 		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
 		if tag == name {
 			return i, ""
 		}

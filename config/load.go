@@ -40,7 +40,8 @@ func Load(path string) (*Config, error) {
 // The returned configuration is normalised: forward_zones[i].zone,
 // local_records[i].name and CNAME/PTR values are lower-case fully qualified
 // names, local_records[i].type is upper-case, forward_zones[i].resolver is
-// IP:PORT (port 53 when it was omitted) and log.level is lower-case.
+// IP:PORT (port 53 when it was omitted) and log.level is lower-case. It
+// carries what validation parsed beside the strings (see Validate).
 func Parse(data []byte) (*Config, error) { return parse(data, "") }
 
 // parse is Parse with relative ca_file paths resolved against dir ("" keeps

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"io/fs"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,8 +19,10 @@ func TestLoadDefault(t *testing.T) {
 	}
 	want := Default()
 	want.Upstreams = []Upstream{
-		{Name: "quad9", Address: "tls://dns.quad9.net:853", IP: "9.9.9.9", Slots: DefaultSlots, Enabled: ptr(true)},
-		{Name: "cloudflare", Address: "tls://one.one.one.one:853", IP: "1.1.1.1", Slots: DefaultSlots, Enabled: ptr(true)},
+		{Name: "quad9", Address: "tls://dns.quad9.net:853", IP: "9.9.9.9", Slots: DefaultSlots, Enabled: ptr(true),
+			Addr: mustAddr(t, "tls://dns.quad9.net:853"), DialIP: netip.MustParseAddr("9.9.9.9")},
+		{Name: "cloudflare", Address: "tls://one.one.one.one:853", IP: "1.1.1.1", Slots: DefaultSlots, Enabled: ptr(true),
+			Addr: mustAddr(t, "tls://one.one.one.one:853"), DialIP: netip.MustParseAddr("1.1.1.1")},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("LoadDefault() =\n%+v\nwant\n%+v", *cfg, want)
@@ -40,6 +43,9 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 	} {
 		for f := range typ.Fields() {
 			key := f.Tag.Get("toml")
+			if key == "-" {
+				continue // a parsed value, not a key
+			}
 			if !strings.Contains(src, "\n"+key+" = ") && !strings.Contains(src, "\n# "+key+" = ") {
 				t.Errorf("default.toml does not show %s key %q", typ.Name(), key)
 			}
@@ -61,11 +67,13 @@ func TestAbsentKeysGetDefaults(t *testing.T) {
 	got := mustParse(t, "[[upstreams]]\naddress = \"udp://9.9.9.9:53\"\n"+
 		"[[local_records]]\nname = \"a.lan.\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\n")
 	want := Default()
-	want.Upstreams = []Upstream{{Name: "udp://9.9.9.9:53", Address: "udp://9.9.9.9:53", Slots: DefaultSlots}}
+	want.Upstreams = []Upstream{{Name: "udp://9.9.9.9:53", Address: "udp://9.9.9.9:53", Slots: DefaultSlots,
+		Addr: mustAddr(t, "udp://9.9.9.9:53")}}
 	want.LocalRecords = []LocalRecord{{Name: "a.lan.", Type: "A", Value: "192.0.2.1", TTL: DefaultTTL}}
-	if !reflect.DeepEqual(*got, want) {
+	if !reflect.DeepEqual(withoutRRs(*got), want) {
 		t.Errorf("got\n%+v\nwant\n%+v", *got, want)
 	}
+	checkRRs(t, got.LocalRecords, "a.lan.\t300\tIN\tA\t192.0.2.1")
 	if !got.Upstreams[0].IsEnabled() {
 		t.Error("an upstream without the enabled key is not enabled")
 	}
@@ -129,9 +137,17 @@ level = "error"
 		Admin:        Admin{Listen: ""},
 		Log:          Log{Level: "error"},
 	}
-	if !reflect.DeepEqual(*got, want) {
+	if !reflect.DeepEqual(withoutParsed(*got), want) {
 		t.Errorf("got\n%+v\nwant\n%+v", *got, want)
 	}
+	u := got.Upstreams
+	if u[0].Addr != mustAddr(t, "tls://dns.example:853") || u[0].DialIP != netip.MustParseAddr("192.0.2.53") || !u[0].RootCAs.Equal(mustLoadCA(t, ca)) {
+		t.Errorf("upstreams[0] parsed as %v, ip %v, roots %v; want the address, the ip and the CA file's pool", u[0].Addr, u[0].DialIP, u[0].RootCAs)
+	}
+	if u[1].Addr != mustAddr(t, "udp://192.0.2.1:53") || u[1].DialIP.IsValid() || u[1].RootCAs != nil {
+		t.Errorf("upstreams[1] parsed as %v, ip %v, roots %v; want the address, no ip, the system roots", u[1].Addr, u[1].DialIP, u[1].RootCAs)
+	}
+	checkRRs(t, got.LocalRecords, "x.home.arpa.\t0\tIN\tTXT\t\"hello\"")
 }
 
 // Per-element defaults come from each element's own keys, not from
@@ -190,9 +206,15 @@ func TestLoadValidFile(t *testing.T) {
 		{Name: "10.1.168.192.in-addr.arpa.", Type: "PTR", Value: "nas.lan.", TTL: 0},
 		{Name: "nas.lan.", Type: "TXT", Value: "v=nas; owner=home", TTL: DefaultTTL},
 	}
-	if !reflect.DeepEqual(cfg.LocalRecords, wantRecords) {
-		t.Errorf("local records = %+v, want %+v", cfg.LocalRecords, wantRecords)
+	if got := withoutRRs(*cfg).LocalRecords; !reflect.DeepEqual(got, wantRecords) {
+		t.Errorf("local records = %+v, want %+v", got, wantRecords)
 	}
+	checkRRs(t, cfg.LocalRecords,
+		"nas.lan.\t600\tIN\tA\t192.168.1.10",
+		"nas.lan.\t300\tIN\tAAAA\tfd00::10",
+		"files.lan.\t300\tIN\tCNAME\tnas.lan.",
+		"10.1.168.192.in-addr.arpa.\t0\tIN\tPTR\tnas.lan.",
+		"nas.lan.\t300\tIN\tTXT\t\"v=nas; owner=home\"")
 	if u := cfg.Upstreams[2]; u.Name != "https://dns.google/dns-query" {
 		t.Errorf("unnamed upstream's name = %q, want its address", u.Name)
 	}
@@ -280,6 +302,8 @@ func TestUnknownKeys(t *testing.T) {
 		{"inline array of tables", `upstreams = [{address = "udp://9.9.9.9:53"}, {address = "udp://1.1.1.1:53", naem = "x"}]`,
 			[]string{"upstreams[1].naem"}},
 		{"sub-table of an element", okUpstream + "[upstreams.tls]\nverify = false\n", []string{"upstreams[0].tls"}},
+		{"keys that name no field", okUpstream + "\"-\" = 1\n\"\" = 2\n[[local_records]]\nname = \"a.lan\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\n\"-\" = 3\n",
+			[]string{"upstreams[0].-", `upstreams[0].""`, "local_records[0].-"}},
 		{"several, in file order", "[[local_records]]\nname = \"a.lan\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\nttl_s = 1\n" +
 			"[[local_records]]\nname = \"b.lan\"\ntype = \"A\"\nvalue = \"192.0.2.2\"\nkind = \"A\"\n" + okUpstream + "zzz = 1\n",
 			[]string{"local_records[0].ttl_s", "local_records[1].kind", "upstreams[0].zzz"}},

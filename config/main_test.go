@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -98,6 +101,62 @@ func writeCA(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return writeFile(tb, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// mustAddr is wire.ParseAddress, failing the test on an error.
+func mustAddr(tb testing.TB, address string) wire.Address {
+	tb.Helper()
+	a, err := wire.ParseAddress(address)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
+}
+
+// mustLoadCA is the pool of the CA file at path.
+func mustLoadCA(tb testing.TB, path string) *x509.CertPool {
+	tb.Helper()
+	pool, err := loadCAFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pool
+}
+
+// withoutParsed is c with the fields validation parses (those tagged
+// toml:"-") cleared, c itself unchanged: what the file wrote, normalised.
+func withoutParsed(c Config) Config {
+	c = withoutRRs(c)
+	c.Upstreams = slices.Clone(c.Upstreams)
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		u.Addr, u.DialIP, u.RootCAs = wire.Address{}, netip.Addr{}, nil
+	}
+	return c
+}
+
+// withoutRRs is c with its local records' RR cleared, c itself unchanged.
+func withoutRRs(c Config) Config {
+	c.LocalRecords = slices.Clone(c.LocalRecords)
+	for i := range c.LocalRecords {
+		c.LocalRecords[i].RR = nil
+	}
+	return c
+}
+
+// checkRRs fails the test unless the records validation built are want,
+// in presentation form.
+func checkRRs(tb testing.TB, rs []LocalRecord, want ...string) {
+	tb.Helper()
+	got := make([]string, len(rs))
+	for i, r := range rs {
+		if r.RR != nil {
+			got[i] = r.RR.String()
+		}
+	}
+	if !slices.Equal(got, want) {
+		tb.Errorf("records =\n%q\nwant\n%q", got, want)
+	}
 }
 
 func writeFile(tb testing.TB, name string, data []byte) string {

@@ -14,7 +14,8 @@ const DefaultResolverPort = 53
 
 // normalize rewrites the values that have several spellings into the one
 // the rest of nxdnsd compares against (see Parse). It runs only after
-// check found nothing wrong, so every value parses.
+// check found nothing wrong, so every value parses and every parsed field
+// is set.
 func (c *Config) normalize() {
 	for i := range c.ForwardZones {
 		z := &c.ForwardZones[i]
@@ -24,10 +25,11 @@ func (c *Config) normalize() {
 		}
 	}
 	for i := range c.LocalRecords {
+		// Spelled as the record check built: nothing is parsed again.
 		r := &c.LocalRecords[i]
-		r.Name = dns.CanonicalName(r.Name)
-		r.Type = strings.ToUpper(r.Type)
-		r.Value, _ = recordValue(r.Type, r.Value)
+		r.Name = r.RR.Header().Name
+		r.Type = dns.TypeToString[r.RR.Header().Rrtype]
+		r.Value = recordText(r.RR)
 	}
 	c.Log.Level = strings.ToLower(c.Log.Level)
 }

@@ -9,13 +9,19 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/internal/cafile"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Validate checks c against every rule of spec section 2 and returns
 // Problems listing all that fail, in the order of the file's sections, or
-// nil. It reads every ca_file. Load and Parse have already called it; it is
-// exported for configurations built in code.
+// nil. Load and Parse have already called it; it is exported for
+// configurations built in code.
+//
+// Each value is parsed here, once, and what it parses to is kept beside it
+// for the rest of nxdnsd: every Upstream's Addr, DialIP and RootCAs (it
+// reads every ca_file) and every LocalRecord's RR. When Validate returns
+// nil they are all set; a value with a problem leaves its parsed field at
+// the zero value.
 //
 // It accepts values in their written or their normalised form (see Parse),
 // so that a name is reported as the user wrote it.
@@ -111,6 +117,7 @@ func (ck *checker) policy(p UpstreamPolicy) {
 	}
 }
 
+// upstreams checks [[upstreams]] and sets each one's parsed fields.
 func (ck *checker) upstreams(us []Upstream) {
 	enabled := 0
 	for _, u := range us {
@@ -128,7 +135,9 @@ func (ck *checker) upstreams(us []Upstream) {
 	}
 
 	names := make(map[string]int, len(us))
-	for i, u := range us {
+	for i := range us {
+		u := &us[i]
+		u.Addr, u.DialIP, u.RootCAs = wire.Address{}, netip.Addr{}, nil
 		p := fmt.Sprintf("upstreams[%d]", i)
 		switch j, dup := names[u.Name]; {
 		case u.Name == "" && u.Address != "":
@@ -141,34 +150,37 @@ func (ck *checker) upstreams(us []Upstream) {
 			names[u.Name] = i
 		}
 
-		var addr Address
-		parsed := false
 		if u.Address == "" {
 			ck.add(p+".address", "is required")
-		} else if a, err := ParseAddress(u.Address); err != nil {
-			if ae := (*AddressError)(nil); errors.As(err, &ae) {
+		} else if a, err := wire.ParseAddress(u.Address); err != nil {
+			if ae := (*wire.AddressError)(nil); errors.As(err, &ae) {
 				ck.add(p+".address", "%q: %s", ae.Address, ae.Reason)
 			} else {
 				ck.add(p+".address", "%v", err)
 			}
 		} else {
-			addr, parsed = a, true
+			u.Addr = a
 		}
 		// ip and ca_file are judged on their own even when the address
 		// is broken: both mistakes are reported at once.
+		parsed := u.Addr != wire.Address{}
 		if u.IP != "" {
-			if parsed && !addr.IsTLS() {
+			if parsed && !u.Addr.IsTLS() {
 				ck.add(p+".ip", "only tls and https upstreams take ip")
-			} else if _, err := netip.ParseAddr(u.IP); err != nil {
+			} else if ip, err := netip.ParseAddr(u.IP); err != nil {
 				ck.add(p+".ip", "%q is not an IP address", u.IP)
+			} else {
+				u.DialIP = ip
 			}
 		}
 		ck.inRange(p+".slots", u.Slots, 1, MaxSlots)
 		if u.CAFile != "" {
-			if parsed && !addr.IsTLS() {
+			if parsed && !u.Addr.IsTLS() {
 				ck.add(p+".ca_file", "only tls and https upstreams take ca_file")
-			} else if _, err := cafile.Load(u.CAFile); err != nil {
+			} else if pool, err := loadCAFile(u.CAFile); err != nil {
 				ck.add(p+".ca_file", "%v", err)
+			} else {
+				u.RootCAs = pool
 			}
 		}
 	}
@@ -193,26 +205,33 @@ func (ck *checker) forwardZones(zs []ForwardZone) {
 	}
 }
 
+// localRecords checks [[local_records]], each record and the set of them,
+// and sets each valid record's RR. The query path checks none of this
+// again: a name's CNAME being its only record is ensured here alone.
 func (ck *checker) localRecords(rs []LocalRecord) {
-	type rr struct{ name, typ, value string }
-	seen := make(map[rr]int, len(rs))
+	type key struct{ name, typ, value string }
+	seen := make(map[key]int, len(rs))
 	atName := make(map[string][]int, len(rs)) // canonical name -> earlier valid records
-	for i, r := range rs {
+	for i := range rs {
+		r := &rs[i]
+		r.RR = nil
 		p := fmt.Sprintf("local_records[%d]", i)
 		ok := true
 		if msg := domainProblem(r.Name); msg != "" {
 			ck.add(p+".name", "%s", msg)
 			ok = false
 		}
+		name := dns.CanonicalName(r.Name)
 		typ := strings.ToUpper(r.Type)
+		var rr dns.RR
 		switch typ {
 		case "A", "AAAA", "CNAME", "TXT", "PTR":
-			value, msg := recordValue(typ, r.Value)
+			var msg string
+			rr, msg = newRecord(name, typ, r.Value)
 			if msg != "" {
 				ck.add(p+".value", "%s", msg)
 				ok = false
 			}
-			r.Value = value
 		case "":
 			ck.add(p+".type", "is required")
 			ok = false
@@ -224,9 +243,12 @@ func (ck *checker) localRecords(rs []LocalRecord) {
 		if !ok {
 			continue
 		}
+		if r.TTL >= 0 && r.TTL <= MaxTTL {
+			rr.Header().Ttl = uint32(r.TTL)
+			r.RR = rr
+		}
 
-		name := dns.CanonicalName(r.Name)
-		k := rr{name, typ, r.Value}
+		k := key{name, typ, recordText(rr)}
 		if j, dup := seen[k]; dup {
 			ck.add(p, "duplicate of local_records[%d]", j)
 			continue
@@ -243,34 +265,63 @@ func (ck *checker) localRecords(rs []LocalRecord) {
 	}
 }
 
-// recordValue checks a record's value against its type (upper-case) and
-// returns it in canonical form, or a message saying what is wrong.
-func recordValue(typ, v string) (canonical, msg string) {
+// newRecord parses a record's value against its type (upper-case) and
+// returns the record owned by name (canonical) with a TTL of 0, or a
+// message saying what is wrong with the value.
+func newRecord(name, typ, v string) (dns.RR, string) {
+	hdr := dns.RR_Header{Name: name, Rrtype: dns.StringToType[typ], Class: dns.ClassINET}
 	switch typ {
 	case "A":
 		if ip, err := netip.ParseAddr(v); err == nil && ip.Is4() {
-			return ip.String(), ""
+			return &dns.A{Hdr: hdr, A: ip.AsSlice()}, ""
 		}
-		return v, fmt.Sprintf("%q is not an IPv4 address", v)
+		return nil, fmt.Sprintf("%q is not an IPv4 address", v)
 	case "AAAA":
 		if ip, err := netip.ParseAddr(v); err == nil && ip.Is6() && ip.Zone() == "" {
-			return ip.String(), ""
+			return &dns.AAAA{Hdr: hdr, AAAA: ip.AsSlice()}, ""
 		}
-		return v, fmt.Sprintf("%q is not an IPv6 address", v)
+		return nil, fmt.Sprintf("%q is not an IPv6 address", v)
 	case "CNAME", "PTR":
 		if msg := domainProblem(v); msg != "" {
-			return v, msg
+			return nil, msg
 		}
-		return dns.CanonicalName(v), ""
+		if typ == "CNAME" {
+			return &dns.CNAME{Hdr: hdr, Target: dns.CanonicalName(v)}, ""
+		}
+		return &dns.PTR{Hdr: hdr, Ptr: dns.CanonicalName(v)}, ""
 	default: // TXT
 		switch {
 		case v == "":
-			return v, "is required"
+			return nil, "is required"
 		case len(v) > maxTXTLen:
-			return v, fmt.Sprintf("is %d bytes; one TXT string holds at most %d", len(v), maxTXTLen)
+			return nil, fmt.Sprintf("is %d bytes; one TXT string holds at most %d", len(v), maxTXTLen)
 		}
-		return v, ""
+		// dns.TXT packs its strings in presentation form, where a
+		// backslash starts an escape: doubling each one puts the text on
+		// the wire byte for byte.
+		return &dns.TXT{Hdr: hdr, Txt: []string{strings.ReplaceAll(v, `\`, `\\`)}}, ""
 	}
+}
+
+// recordText is the value of a record newRecord made, in canonical form:
+// an IP as netip writes it, a lower-case fully qualified name, the text as
+// it was written.
+func recordText(rr dns.RR) string {
+	switch rr := rr.(type) {
+	case *dns.A:
+		ip, _ := netip.AddrFromSlice(rr.A)
+		return ip.String()
+	case *dns.AAAA:
+		ip, _ := netip.AddrFromSlice(rr.AAAA)
+		return ip.String()
+	case *dns.CNAME:
+		return rr.Target
+	case *dns.PTR:
+		return rr.Ptr
+	case *dns.TXT:
+		return strings.ReplaceAll(rr.Txt[0], `\\`, `\`)
+	}
+	return ""
 }
 
 // inRange reports v outside lo..hi at path.

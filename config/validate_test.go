@@ -116,6 +116,7 @@ func TestRules(t *testing.T) {
 		{"CNAME beside A", okUpstream + record("a.lan", "A", "192.0.2.1") + record("a.lan.", "CNAME", "b.lan"), []string{"local_records[1]"}},
 		{"A beside CNAME", okUpstream + record("a.lan", "CNAME", "b.lan") + record("a.lan.", "A", "192.0.2.1"), []string{"local_records[1]"}},
 		{"two A records", okUpstream + record("a.lan", "A", "192.0.2.1") + record("a.lan", "A", "192.0.2.2"), nil},
+		{"two CNAMEs", okUpstream + record("a.lan", "CNAME", "b.lan") + record("A.lan.", "CNAME", "c.lan"), []string{"local_records[1]"}},
 
 		// [admin], [log], [query_log]
 		{"admin listen hostname", "[admin]\nlisten = \"localhost:8053\"" + okUpstream, []string{"admin.listen"}},

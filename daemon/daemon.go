@@ -14,7 +14,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
 	"github.com/nxdnsd/nxdnsd/actors"
@@ -63,11 +62,13 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		if !u.IsEnabled() {
 			continue
 		}
-		t, err := wire.NewTransport(u.Address,
+		// The address, ip and ca_file come parsed and loaded by the
+		// configuration's validation: nothing is parsed or read again.
+		t, err := wire.NewTransport(u.Addr,
 			// One idle connection per slot (tcp, tls, https): every
 			// exchange in flight can reuse one. UDP shares one socket.
 			wire.WithMaxConns(u.Slots), wire.WithMaxIdle(u.Slots),
-			wire.WithDialIP(u.IP), wire.WithCAFile(u.CAFile))
+			wire.WithDialIP(u.DialIP), wire.WithRootCAs(u.RootCAs))
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}
@@ -104,13 +105,9 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		d.closers = append(d.closers, f)
 		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
 	}
-	records, err := localRecords(cfg.LocalRecords)
-	if err != nil {
-		return nil, err
-	}
 	d.handler, err = query.NewHandler(query.HandlerConfig{
 		Zones:   zones,
-		Records: records,
+		Records: localRecords(cfg.LocalRecords),
 		Pool:    d.pool,
 		Hooks:   &observer{metrics: d.metrics, qlog: d.qlog},
 	})
@@ -133,18 +130,14 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	return d, nil
 }
 
-// localRecords turns the validated configuration's records into the query
-// path's.
-func localRecords(rs []config.LocalRecord) ([]query.Record, error) {
+// localRecords hands the records the configuration's validation built to
+// the query path, which takes them as they are.
+func localRecords(rs []config.LocalRecord) []query.Record {
 	out := make([]query.Record, 0, len(rs))
 	for _, r := range rs {
-		t, ok := dns.StringToType[r.Type]
-		if !ok {
-			return nil, fmt.Errorf("local record %s: unknown type %q", r.Name, r.Type)
-		}
-		out = append(out, query.Record{Name: r.Name, Type: t, Value: r.Value, TTL: uint32(r.TTL)})
+		out = append(out, r.RR)
 	}
-	return out, nil
+	return out
 }
 
 // Start binds every listener, the admin server's included, and starts

@@ -43,7 +43,7 @@ func BenchmarkServePool(b *testing.B) {
 	h, err := NewHandler(HandlerConfig{
 		Pool:    pool,
 		Zones:   []Zone{{Name: "lan.", Resolver: "192.168.1.1:53", Client: resolverAnswering(b, 0)}},
-		Records: []Record{{Name: "nas.lan.", Type: dns.TypeA, Value: "192.168.1.10", TTL: 300}},
+		Records: mustRRs(b, "nas.lan. 300 IN A 192.168.1.10"),
 		Hooks:   HooksFunc(func(*Entry) {}),
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func BenchmarkServeWire(b *testing.B) {
 func BenchmarkServeLocal(b *testing.B) {
 	h, err := NewHandler(HandlerConfig{
 		Pool:    &fakePool{},
-		Records: []Record{{Name: "nas.lan.", Type: dns.TypeA, Value: "192.168.1.10", TTL: 300}},
+		Records: mustRRs(b, "nas.lan. 300 IN A 192.168.1.10"),
 	})
 	if err != nil {
 		b.Fatal(err)

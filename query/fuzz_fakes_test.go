@@ -20,7 +20,7 @@ import (
 func newFuzzHandler(tb testing.TB, hooks Hooks) *Handler {
 	tb.Helper()
 	h, err := NewHandler(HandlerConfig{
-		Records: fuzzRecords(),
+		Records: fuzzRecords(tb),
 		Zones: []Zone{{Name: "lan.", Resolver: "192.0.2.53:53",
 			Client: wire.MsgFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, error) {
 				return answerFromQuery(q)
@@ -124,17 +124,21 @@ func answerFromQuery(q *dns.Msg) (*dns.Msg, error) {
 
 // fuzzRecords are FuzzServe's local records: a name with several types, a
 // CNAME chain, and a name whose answer overflows 512 bytes.
-func fuzzRecords() []Record {
-	rs := []Record{
-		{Name: "nas.lan.", Type: dns.TypeA, Value: "192.168.1.10", TTL: 300},
-		{Name: "nas.lan.", Type: dns.TypeAAAA, Value: "fd00::10", TTL: 300},
-		{Name: "nas.lan.", Type: dns.TypeTXT, Value: strings.Repeat("long text ", 60), TTL: 300},
-		{Name: "files.lan.", Type: dns.TypeCNAME, Value: "nas.lan.", TTL: 300},
-		{Name: "www.lan.", Type: dns.TypeCNAME, Value: "files.lan.", TTL: 300},
-		{Name: "10.1.168.192.in-addr.arpa.", Type: dns.TypePTR, Value: "nas.lan.", TTL: 300},
-	}
+func fuzzRecords(tb testing.TB) []Record {
+	long := strings.Repeat("long text ", 60) // 600 bytes: three strings
+	rs := mustRRs(tb,
+		"nas.lan. 300 IN A 192.168.1.10",
+		"nas.lan. 300 IN AAAA fd00::10",
+		"files.lan. 300 IN CNAME nas.lan.",
+		"www.lan. 300 IN CNAME files.lan.",
+		"10.1.168.192.in-addr.arpa. 300 IN PTR nas.lan.",
+	)
+	rs = append(rs, &dns.TXT{
+		Hdr: dns.RR_Header{Name: "nas.lan.", Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 300},
+		Txt: []string{long[:255], long[255:510], long[510:]},
+	})
 	for i := range 80 {
-		rs = append(rs, Record{Name: "many.lan.", Type: dns.TypeA, Value: fmt.Sprintf("10.0.0.%d", i), TTL: 60})
+		rs = append(rs, mustRRs(tb, fmt.Sprintf("many.lan. 60 IN A 10.0.0.%d", i))...)
 	}
 	return rs
 }

@@ -2,37 +2,25 @@ package query
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
-	"strings"
 
 	"github.com/miekg/dns"
 )
 
-// Record is one configured local record (the local_records table).
-type Record struct {
-	// Name is the record's owner; it is matched exactly, without regard to
-	// case.
-	Name string
-
-	// Type is dns.TypeA, TypeAAAA, TypeCNAME, TypeTXT or TypePTR.
-	Type uint16
-
-	// Value is the record's data in the form the configuration has it: an
-	// IPv4 address (A), an IPv6 address (AAAA), a domain name (CNAME, PTR) or
-	// the text itself (TXT; split into 255-byte strings when longer).
-	Value string
-
-	TTL uint32
-}
+// Record is one local record, ready to answer with: a *dns.A, *dns.AAAA,
+// *dns.CNAME, *dns.TXT or *dns.PTR of class IN whose owner (and CNAME or
+// PTR target) is a lower-case fully qualified name. The configuration's
+// validation builds them (config.LocalRecord.RR), having checked their
+// values and that a name with a CNAME has no other record; the table takes
+// them as they are and checks none of that again.
+type Record = dns.RR
 
 // maxCNAMEChain bounds how many local CNAMEs one answer follows. Real
 // chains are one or two long; the bound only stops a misconfigured loop.
 const maxCNAMEChain = 8
 
-// localTable holds the local records by lower-case name. It is never
-// modified after newLocalTable, and answers share its records: nothing on
-// the answer path (packing, truncation) modifies a record.
+// localTable holds the local records by owner name. It is never modified
+// after newLocalTable, and answers share its records: nothing on the answer
+// path (packing, truncation) modifies a record.
 type localTable map[string]*localName
 
 // localName is every record of one name.
@@ -41,12 +29,15 @@ type localName struct {
 	cname *dns.CNAME // the name's CNAME, or nil; then it is the only record
 }
 
+// newLocalTable indexes recs by owner. It refuses only a record it cannot
+// hold: nil, or of a type other than the five local record types.
 func newLocalTable(recs []Record) (localTable, error) {
 	t := make(localTable, len(recs))
-	for i, rec := range recs {
-		rr, err := newLocalRR(rec)
-		if err != nil {
-			return nil, fmt.Errorf("%w %d: %v", ErrBadRecord, i, err)
+	for i, rr := range recs {
+		switch rr.(type) {
+		case *dns.A, *dns.AAAA, *dns.CNAME, *dns.TXT, *dns.PTR:
+		default:
+			return nil, fmt.Errorf("%w %d: %T is not a local record type (A, AAAA, CNAME, TXT, PTR)", ErrBadRecord, i, rr)
 		}
 		name := rr.Header().Name
 		n := t[name]
@@ -54,66 +45,12 @@ func newLocalTable(recs []Record) (localTable, error) {
 			n = &localName{}
 			t[name] = n
 		}
-		if n.cname != nil || (rec.Type == dns.TypeCNAME && len(n.rrs) > 0) {
-			// RFC 1034 section 3.6.2: a CNAME is the only record of its name.
-			return nil, fmt.Errorf("%w %d: %s has a CNAME and other records", ErrBadRecord, i, name)
-		}
 		if c, ok := rr.(*dns.CNAME); ok {
 			n.cname = c
 		}
 		n.rrs = append(n.rrs, rr)
 	}
 	return t, nil
-}
-
-// newLocalRR builds the resource record of one configured record.
-func newLocalRR(rec Record) (dns.RR, error) {
-	name, err := canonicalName(rec.Name)
-	if err != nil {
-		return nil, err
-	}
-	hdr := dns.RR_Header{Name: name, Rrtype: rec.Type, Class: dns.ClassINET, Ttl: rec.TTL}
-	switch rec.Type {
-	case dns.TypeA:
-		a, err := netip.ParseAddr(rec.Value)
-		if err != nil || !a.Is4() {
-			return nil, fmt.Errorf("%s: %q is not an IPv4 address", name, rec.Value)
-		}
-		return &dns.A{Hdr: hdr, A: net.IP(a.AsSlice())}, nil
-	case dns.TypeAAAA:
-		a, err := netip.ParseAddr(rec.Value)
-		if err != nil || !a.Is6() || a.Zone() != "" {
-			return nil, fmt.Errorf("%s: %q is not an IPv6 address", name, rec.Value)
-		}
-		return &dns.AAAA{Hdr: hdr, AAAA: net.IP(a.AsSlice())}, nil
-	case dns.TypeCNAME, dns.TypePTR:
-		target, err := canonicalName(rec.Value)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if rec.Type == dns.TypeCNAME {
-			return &dns.CNAME{Hdr: hdr, Target: target}, nil
-		}
-		return &dns.PTR{Hdr: hdr, Ptr: target}, nil
-	case dns.TypeTXT:
-		return &dns.TXT{Hdr: hdr, Txt: txtStrings(rec.Value)}, nil
-	}
-	return nil, fmt.Errorf("%s: type %s is not supported in local records", name, dns.Type(rec.Type))
-}
-
-// txtStrings splits text into the character-strings of a TXT record (at
-// most 255 bytes each) in the form dns.TXT packs: backslashes escaped, so
-// that the text goes on the wire byte for byte.
-func txtStrings(text string) []string {
-	var out []string
-	for {
-		n := min(len(text), 255)
-		out = append(out, strings.ReplaceAll(text[:n], `\`, `\\`))
-		text = text[n:]
-		if text == "" {
-			return out
-		}
-	}
 }
 
 // answer answers r from the local records when its name is one of them, and

@@ -85,7 +85,10 @@ func TestServeTruncatesLocalAnswers(t *testing.T) {
 	t.Parallel()
 	var recs []Record
 	for i := range 10 {
-		recs = append(recs, Record{Name: "txt.lan.", Type: dns.TypeTXT, Value: fmt.Sprintf("%d%s", i, strings.Repeat("x", 99)), TTL: 60})
+		recs = append(recs, &dns.TXT{
+			Hdr: dns.RR_Header{Name: "txt.lan.", Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
+			Txt: []string{fmt.Sprintf("%d%s", i, strings.Repeat("x", 99))},
+		})
 	}
 	h, _ := newTestHandler(t, HandlerConfig{Records: recs})
 	q := newQuery("txt.lan.", dns.TypeTXT)

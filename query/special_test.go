@@ -53,7 +53,7 @@ func TestServeSpecialNames(t *testing.T) {
 			h, rec := newTestHandler(t, HandlerConfig{
 				Pool:    pool,
 				Zones:   []Zone{{Name: "localhost.", Resolver: "192.0.2.53:53", Client: zone}},
-				Records: []Record{{Name: "localhost.", Type: dns.TypeA, Value: "10.0.0.1", TTL: 60}},
+				Records: mustRRs(t, "localhost. 60 IN A 10.0.0.1"),
 			})
 			q := withEDNS(newQuery(tt.qname, tt.qtype), 1232, true)
 			if tt.qclass != 0 {

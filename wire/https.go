@@ -50,7 +50,7 @@ const (
 //
 // An HTTPS is safe for concurrent use.
 type HTTPS struct {
-	url       string // the request URL, as configured
+	url       string // the request URL: the address in its canonical form
 	label     string // the same, naming the upstream in errors
 	client    http.Client
 	transport *http.Transport // the client's; Close closes its idle connections
@@ -58,44 +58,27 @@ type HTTPS struct {
 
 var _ Transport = (*HTTPS)(nil)
 
-// NewHTTPS returns a DoH transport posting to rawURL
-// ("https://HOST[:PORT]/PATH"). HOST is the name the server's certificate
-// must carry; WithDialIP pins the address dialled, WithCAFile and
+// NewHTTPS returns a DoH transport posting to addr, an https:// address
+// (see ParseAddress). Its HOST is the name the server's certificate must
+// carry; WithDialIP pins the address dialled, WithRootCAs and
 // WithTLSConfig choose the roots, WithMaxConns and WithMaxIdle bound the
 // HTTP connections and WithIdleTimeout their idle life. It opens no
-// connection until the first exchange; it fails when rawURL is not such a
-// URL or an option does not load.
-func NewHTTPS(rawURL string, opts ...Option) (*HTTPS, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
+// connection until the first exchange; it fails only when addr is not an
+// https:// address.
+func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {
+	if err := checkScheme(addr, "https"); err != nil {
 		return nil, err
-	}
-	if u.Scheme != "https" {
-		return nil, fmt.Errorf("%q is not an https:// URL", rawURL)
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" {
-		return nil, errNoServerName
-	}
-	if port == "" {
-		port = "443"
 	}
 	o := buildOptions(opts)
-	addr, err := dialAddress(o, host, port)
-	if err != nil {
-		return nil, err
-	}
-	conf, err := tlsClientConfig(o, host)
-	if err != nil {
-		return nil, err
-	}
+	dial := dialAddress(o, addr)
+	conf := tlsClientConfig(o, addr.host)
 
 	var dialer net.Dialer
 	tr := &http.Transport{
 		// The transport talks to one server only: every connection goes
 		// to its address, pinned or resolved.
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, addr)
+			return dialer.DialContext(ctx, network, dial)
 		},
 		TLSClientConfig:     conf,
 		ForceAttemptHTTP2:   true,
@@ -111,8 +94,8 @@ func NewHTTPS(rawURL string, opts ...Option) (*HTTPS, error) {
 		},
 	}
 	return &HTTPS{
-		url:   rawURL,
-		label: rawURL,
+		url:   addr.String(),
+		label: addr.String(),
 		client: http.Client{
 			Transport: tr,
 			// A DoH server that redirects is misconfigured, and following

@@ -16,12 +16,12 @@ import (
 )
 
 // newDoH is newDoT for DoH: a DoH fake running h and a transport made by
-// the factory, dialling 127.0.0.1 for dns.test and trusting the CA file.
+// the factory, dialling 127.0.0.1 for dns.test and trusting the CA.
 func newDoH(tb testing.TB, h wiretest.Handler, opts ...Option) (*wiretest.DoHServer, *HTTPS) {
 	tb.Helper()
 	ca := wiretest.NewCA(tb)
 	srv := wiretest.NewDoHServer(tb, ca.Certificate(tb, wiretest.TLSName, "127.0.0.1"), h)
-	opts = append([]Option{WithDialIP("127.0.0.1"), WithCAFile(ca.WriteFile(tb))}, opts...)
+	opts = append([]Option{WithDialIP(loopback), WithRootCAs(ca.Pool())}, opts...)
 	return srv, newTestTransport(tb, srv.Upstream(), opts...).(*HTTPS)
 }
 
@@ -30,7 +30,7 @@ func newHTTPS(tb testing.TB, hh http.Handler) *HTTPS {
 	tb.Helper()
 	ca := wiretest.NewCA(tb)
 	srv := wiretest.NewHTTPSServer(tb, ca.Certificate(tb, wiretest.TLSName), hh)
-	return newTestTransport(tb, srv.Upstream(), WithDialIP("127.0.0.1"), WithCAFile(ca.WriteFile(tb))).(*HTTPS)
+	return newTestTransport(tb, srv.Upstream(), WithDialIP(loopback), WithRootCAs(ca.Pool())).(*HTTPS)
 }
 
 // The query goes out with ID 0 (RFC 8484 4.1) and the answer comes back
@@ -234,17 +234,17 @@ func TestHTTPSVerifiesTheServer(t *testing.T) {
 	t.Parallel()
 	ca := wiretest.NewCA(t)
 	cases := []struct {
-		name   string
-		cert   tls.Certificate
-		caFile string
-		want   any
+		name  string
+		cert  tls.Certificate
+		roots *x509.CertPool
+		want  any
 	}{
-		{"another host's certificate", ca.Certificate(t, "other.test"), ca.WriteFile(t), new(x509.HostnameError)},
-		{"an unknown CA", ca.Certificate(t, wiretest.TLSName), wiretest.NewCA(t).WriteFile(t), new(x509.UnknownAuthorityError)},
+		{"another host's certificate", ca.Certificate(t, "other.test"), ca.Pool(), new(x509.HostnameError)},
+		{"an unknown CA", ca.Certificate(t, wiretest.TLSName), wiretest.NewCA(t).Pool(), new(x509.UnknownAuthorityError)},
 	}
 	for _, c := range cases {
 		srv := wiretest.NewDoHServer(t, c.cert, wiretest.Answer())
-		tr := newTestTransport(t, srv.Upstream(), WithDialIP("127.0.0.1"), WithCAFile(c.caFile))
+		tr := newTestTransport(t, srv.Upstream(), WithDialIP(loopback), WithRootCAs(c.roots))
 		_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 		var verr *tls.CertificateVerificationError
 		if !errors.As(err, &verr) || !errors.As(err, c.want) {
@@ -263,7 +263,7 @@ func TestHTTPSStalledHandshakeExpires(t *testing.T) {
 	t.Parallel()
 	bh := wiretest.NewBlackhole(t)
 	_, port, _ := net.SplitHostPort(bh.Addr)
-	tr := newTestTransport(t, "https://"+net.JoinHostPort(wiretest.TLSName, port)+"/dns-query", WithDialIP("127.0.0.1"))
+	tr := newTestTransport(t, "https://"+net.JoinHostPort(wiretest.TLSName, port)+"/dns-query", WithDialIP(loopback))
 
 	if _, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("stalled.example")); !isExpiry(err) {
 		t.Fatalf("Exchange with a stalled handshake = %v, want an expiry", err)

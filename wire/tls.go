@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -65,33 +64,21 @@ type TLS struct {
 
 var _ Transport = (*TLS)(nil)
 
-// NewTLS returns a DoT transport to the server at hostport (HOST:PORT, an
-// IPv6 HOST in brackets). HOST is the name its certificate must carry;
-// WithDialIP pins the address dialled, WithCAFile and WithTLSConfig choose
+// NewTLS returns a DoT transport to the server at addr, a tls:// address
+// (see ParseAddress). Its HOST is the name the certificate must carry;
+// WithDialIP pins the address dialled, WithRootCAs and WithTLSConfig choose
 // the roots, WithPipelineConns and WithIdleTimeout tune the connections. It
 // opens no connection until the first exchange and starts no goroutine; it
-// fails when hostport does not split or an option does not load.
-func NewTLS(hostport string, opts ...Option) (*TLS, error) {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
+// fails only when addr is not a tls:// address.
+func NewTLS(addr Address, opts ...Option) (*TLS, error) {
+	if err := checkScheme(addr, "tls"); err != nil {
 		return nil, err
-	}
-	if host == "" {
-		return nil, errNoServerName
 	}
 	o := buildOptions(opts)
-	addr, err := dialAddress(o, host, port)
-	if err != nil {
-		return nil, err
-	}
-	conf, err := tlsClientConfig(o, host)
-	if err != nil {
-		return nil, err
-	}
 	return &TLS{
-		addr:        addr,
-		label:       "tls://" + net.JoinHostPort(host, port),
-		dialer:      tls.Dialer{Config: conf},
+		addr:        dialAddress(o, addr),
+		label:       addr.String(),
+		dialer:      tls.Dialer{Config: tlsClientConfig(o, addr.host)},
 		maxConns:    o.pipelineConns,
 		idleTimeout: o.idleTimeoutOr(DefaultTLSIdleTimeout),
 		open:        make(map[*dotConn]struct{}),

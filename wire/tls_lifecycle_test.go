@@ -57,7 +57,7 @@ func TestTLSStalledHandshakeExpires(t *testing.T) {
 	t.Parallel()
 	bh := wiretest.NewBlackhole(t)
 	_, port, _ := net.SplitHostPort(bh.Addr)
-	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP("127.0.0.1")).(*TLS)
+	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP(loopback)).(*TLS)
 
 	for range 2 {
 		if _, err := exchangeMsg(ctxWithin(t, expiryTimeout), tr, query("stalled.example")); !isExpiry(err) {

@@ -3,7 +3,9 @@ package wire_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -34,10 +36,15 @@ var encrypted = []struct {
 }
 
 // transport makes the transport for address the way the daemon does, ip
-// and ca_file included; closed at the test's end.
-func transport(tb testing.TB, address, caFile string) wire.Transport {
+// and ca_file (its pool, roots) included; closed at the test's end.
+func transport(tb testing.TB, address string, roots *x509.CertPool) wire.Transport {
 	tb.Helper()
-	tr, err := wire.NewTransport(address, wire.WithMaxConns(4), wire.WithDialIP("127.0.0.1"), wire.WithCAFile(caFile))
+	addr, err := wire.ParseAddress(address)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr, err := wire.NewTransport(addr, wire.WithMaxConns(4),
+		wire.WithDialIP(netip.MustParseAddr("127.0.0.1")), wire.WithRootCAs(roots))
 	if err != nil {
 		tb.Fatalf("NewTransport(%q): %v", address, err)
 	}
@@ -85,17 +92,17 @@ func TestPoolFailsOverFromAWrongCertificate(t *testing.T) {
 			t.Run(bad.scheme+" to "+good.scheme, func(t *testing.T) {
 				t.Parallel()
 				ca := wiretest.NewCA(t)
-				caFile := ca.WriteFile(t)
+				roots := ca.Pool()
 				primary := bad.start(t, ca.Certificate(t, "other.test"), wiretest.Answer())
 				standby := good.start(t, ca.Certificate(t, wiretest.TLSName), wiretest.Answer())
-				pool := newPool(t, 5*time.Second, transport(t, primary, caFile), transport(t, standby, caFile))
+				pool := newPool(t, 5*time.Second, transport(t, primary, roots), transport(t, standby, roots))
 
 				res := pool.Exchange(context.Background(), newQuery(t, "example.com"), time.Now(), nil)
 				if res.Err != nil || res.Msg == nil {
 					t.Fatalf("Exchange: %v", res.Err)
 				}
-				if res.Upstream != 1 {
-					t.Errorf("answered by upstream %d, want the standby", res.Upstream)
+				if res.Upstream != "standby" {
+					t.Errorf("answered by upstream %q, want the standby", res.Upstream)
 				}
 				if len(res.Attempts) != 2 || res.Attempts[0].Outcome != actors.OutcomePeerFault {
 					t.Errorf("attempts %+v, want a peer fault of the primary, then the answer", res.Attempts)
@@ -119,7 +126,7 @@ func TestPoolFailsOverFromAWrongCertificate(t *testing.T) {
 func TestPoolExpiresAStalledDoTUpstream(t *testing.T) {
 	t.Parallel()
 	ca := wiretest.NewCA(t)
-	caFile := ca.WriteFile(t)
+	roots := ca.Pool()
 	cert := ca.Certificate(t, wiretest.TLSName)
 	primary := wiretest.NewDoTServer(t, cert, func(w *wiretest.Writer, q *dns.Msg) {
 		if q.Question[0].Name == "stalled.example." {
@@ -131,21 +138,21 @@ func TestPoolExpiresAStalledDoTUpstream(t *testing.T) {
 	standby := wiretest.NewDoTServer(t, cert, wiretest.Answer())
 	// 200 ms: short for the suite, and long enough for the query to reach
 	// the primary on a loaded machine once the connection is up.
-	pool := newPool(t, 200*time.Millisecond, transport(t, primary.Upstream(), caFile), transport(t, standby.Upstream(), caFile))
+	pool := newPool(t, 200*time.Millisecond, transport(t, primary.Upstream(), roots), transport(t, standby.Upstream(), roots))
 	// A first query brings the primary's connection up, so the stalled
 	// attempt's budget is spent waiting for the answer.
-	if res := pool.Exchange(context.Background(), newQuery(t, "first.example"), time.Now(), nil); res.Err != nil || res.Upstream != 0 {
-		t.Fatalf("first query: upstream %d, %v; want the primary's answer", res.Upstream, res.Err)
+	if res := pool.Exchange(context.Background(), newQuery(t, "first.example"), time.Now(), nil); res.Err != nil || res.Upstream != "primary" {
+		t.Fatalf("first query: upstream %q, %v; want the primary's answer", res.Upstream, res.Err)
 	}
 	res := pool.Exchange(context.Background(), newQuery(t, "stalled.example"), time.Now(), nil)
-	if res.Err != nil || res.Upstream != 1 {
-		t.Fatalf("stalled query: upstream %d, %v; want the standby's answer", res.Upstream, res.Err)
+	if res.Err != nil || res.Upstream != "standby" {
+		t.Fatalf("stalled query: upstream %q, %v; want the standby's answer", res.Upstream, res.Err)
 	}
 	if got := res.Attempts[0].Outcome; got != actors.OutcomeExpired {
 		t.Errorf("the stalled attempt ended %v, want expired", got)
 	}
-	if res := pool.Exchange(context.Background(), newQuery(t, "next.example"), time.Now(), nil); res.Err != nil || res.Upstream != 0 {
-		t.Fatalf("next query: upstream %d, %v; want the primary's answer", res.Upstream, res.Err)
+	if res := pool.Exchange(context.Background(), newQuery(t, "next.example"), time.Now(), nil); res.Err != nil || res.Upstream != "primary" {
+		t.Fatalf("next query: upstream %q, %v; want the primary's answer", res.Upstream, res.Err)
 	}
 	if got := primary.Accepts(); got != 2 {
 		t.Errorf("the primary accepted %d connections, want 2: the stalled one is not reused", got)
@@ -158,7 +165,7 @@ func TestPoolExpiresAStalledDoTUpstream(t *testing.T) {
 func TestEncryptedTransportErrorsAreClassified(t *testing.T) {
 	t.Parallel()
 	ca := wiretest.NewCA(t)
-	caFile := ca.WriteFile(t)
+	roots := ca.Pool()
 	good := ca.Certificate(t, wiretest.TLSName)
 	// Handlers of the cancellation cases tell the test the query arrived,
 	// then stall: the test cancels it in flight.
@@ -199,7 +206,7 @@ func TestEncryptedTransportErrorsAreClassified(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			arrived := make(chan string, 1)
-			tr := transport(t, c.addr(t, arrived), caFile)
+			tr := transport(t, c.addr(t, arrived), roots)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			done := make(chan error, 1)

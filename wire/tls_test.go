@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,25 +22,39 @@ import (
 // newDoT starts a DoT fake running h with a certificate from a throwaway
 // CA, and returns it with a transport made by the factory the way the
 // daemon makes one: dialling 127.0.0.1 for dns.test (the ip key) and
-// trusting the CA through a PEM file (the ca_file key).
+// trusting the CA's pool alone (the ca_file key, loaded).
 func newDoT(tb testing.TB, h wiretest.Handler, opts ...Option) (*wiretest.DoTServer, *TLS) {
 	tb.Helper()
 	ca := wiretest.NewCA(tb)
 	srv := wiretest.NewDoTServer(tb, ca.Certificate(tb, wiretest.TLSName, "127.0.0.1"), h)
-	opts = append([]Option{WithDialIP("127.0.0.1"), WithCAFile(ca.WriteFile(tb))}, opts...)
+	opts = append([]Option{WithDialIP(loopback), WithRootCAs(ca.Pool())}, opts...)
 	return srv, newTestTransport(tb, srv.Upstream(), opts...).(*TLS)
 }
 
-// newTestTransport returns NewTransport(address, opts...), closed at the
-// test's end (before the fake server it talks to, started earlier).
+// loopback is where the tests pin DoT and DoH fakes' name (WithDialIP).
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// newTestTransport returns NewTransport for address, parsed, with opts,
+// closed at the test's end (before the fake server it talks to, started
+// earlier).
 func newTestTransport(tb testing.TB, address string, opts ...Option) Transport {
 	tb.Helper()
-	tr, err := NewTransport(address, opts...)
+	tr, err := NewTransport(mustParseAddress(tb, address), opts...)
 	if err != nil {
 		tb.Fatalf("NewTransport(%q): %v", address, err)
 	}
 	tb.Cleanup(func() { _ = tr.Close() })
 	return tr
+}
+
+// mustParseAddress is ParseAddress, failing the test on an error.
+func mustParseAddress(tb testing.TB, address string) Address {
+	tb.Helper()
+	a, err := ParseAddress(address)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
 }
 
 func TestTLSAnswerKeepsTheQueryID(t *testing.T) {
@@ -195,17 +210,17 @@ func TestTLSVerifiesTheServer(t *testing.T) {
 	t.Parallel()
 	ca := wiretest.NewCA(t)
 	cases := []struct {
-		name   string
-		cert   tls.Certificate
-		caFile string
-		want   any // a pointer to the x509 error type expected
+		name  string
+		cert  tls.Certificate
+		roots *x509.CertPool
+		want  any // a pointer to the x509 error type expected
 	}{
-		{"another host's certificate", ca.Certificate(t, "other.test"), ca.WriteFile(t), new(x509.HostnameError)},
-		{"an unknown CA", ca.Certificate(t, wiretest.TLSName), wiretest.NewCA(t).WriteFile(t), new(x509.UnknownAuthorityError)},
+		{"another host's certificate", ca.Certificate(t, "other.test"), ca.Pool(), new(x509.HostnameError)},
+		{"an unknown CA", ca.Certificate(t, wiretest.TLSName), wiretest.NewCA(t).Pool(), new(x509.UnknownAuthorityError)},
 	}
 	for _, c := range cases {
 		srv := wiretest.NewDoTServer(t, c.cert, wiretest.Answer())
-		tr := newTestTransport(t, srv.Upstream(), WithDialIP("127.0.0.1"), WithCAFile(c.caFile))
+		tr := newTestTransport(t, srv.Upstream(), WithDialIP(loopback), WithRootCAs(c.roots))
 		_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 		var verr *tls.CertificateVerificationError
 		if !errors.As(err, &verr) || !errors.As(err, c.want) {
@@ -220,7 +235,7 @@ func TestTLSVerifiesTheServer(t *testing.T) {
 func TestTLSConnectionRefused(t *testing.T) {
 	t.Parallel()
 	_, port, _ := net.SplitHostPort(wiretest.Refusing(t))
-	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP("127.0.0.1"))
+	tr := newTestTransport(t, "tls://"+net.JoinHostPort(wiretest.TLSName, port), WithDialIP(loopback))
 
 	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {

@@ -2,13 +2,11 @@ package wire
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -60,10 +58,10 @@ type options struct {
 	maxConns      int
 	pipelineConns int
 	idleTimeout   time.Duration
-	idleSet       bool        // WithIdleTimeout gave idleTimeout: DoT and DoH keep their default otherwise
-	tlsConfig     *tls.Config // or nil: a fresh configuration
-	dialIP        string      // or "": resolve HOST when dialling
-	caFile        string      // or "": the system roots (or tlsConfig's)
+	idleSet       bool           // WithIdleTimeout gave idleTimeout: DoT and DoH keep their default otherwise
+	tlsConfig     *tls.Config    // or nil: a fresh configuration
+	dialIP        netip.Addr     // or the zero Addr: resolve HOST when dialling
+	rootCAs       *x509.CertPool // or nil: the system roots (or tlsConfig's)
 }
 
 func buildOptions(opts []Option) options {
@@ -122,7 +120,7 @@ func WithPipelineConns(n int) Option {
 // WithTLSConfig makes DoT and DoH start from a clone of c instead of an
 // empty configuration, say for client certificates. The transport still
 // sets TLS 1.2 as the least version when c allows less, the server name
-// from the address when c names none, and WithCAFile's roots when given.
+// from the address when c names none, and WithRootCAs' roots when given.
 // c is not modified. nil means none.
 func WithTLSConfig(c *tls.Config) Option {
 	return func(o *options) { o.tlsConfig = c }
@@ -131,78 +129,50 @@ func WithTLSConfig(c *tls.Config) Option {
 // WithDialIP makes DoT and DoH connect to ip instead of resolving the
 // address's HOST, which stays the name the certificate must carry (the ip
 // key of an upstream). It spares the bootstrap lookup, which a forwarder
-// serving its own host could otherwise send to itself. "" means not set;
-// NewTransport refuses an ip that does not parse, and refuses any ip for
-// udp:// and tcp://, whose addresses are IPs already.
-func WithDialIP(ip string) Option {
+// serving its own host could otherwise send to itself. The zero netip.Addr
+// means not set; NewTransport refuses an ip for udp:// and tcp://, whose
+// addresses are IPs already.
+func WithDialIP(ip netip.Addr) Option {
 	return func(o *options) { o.dialIP = ip }
 }
 
-// WithCAFile makes DoT and DoH trust the certificates of the PEM file at
-// path, and only those, instead of the system roots (the ca_file key of an
-// upstream): a home-lab resolver with a private CA. "" means not set.
-// NewTransport reads the file and refuses one it cannot read, one without a
-// certificate, or one with a certificate that does not parse; it refuses a
-// CA file for udp:// and tcp://.
-func WithCAFile(path string) Option {
-	return func(o *options) { o.caFile = path }
+// WithRootCAs makes DoT and DoH trust the certificates of pool, and only
+// those, instead of the system roots (the ca_file key of an upstream,
+// loaded by the configuration): a home-lab resolver with a private CA.
+// nil means not set. NewTransport refuses roots for udp:// and tcp://.
+// The pool is shared, not copied: it must not be modified afterwards.
+func WithRootCAs(pool *x509.CertPool) Option {
+	return func(o *options) { o.rootCAs = pool }
 }
 
-// NewTransport returns the transport for a configured upstream address:
+// NewTransport returns the transport for a parsed upstream address:
 //
 //	udp://IP:PORT        UDP, retried over TCP when the answer is truncated (UDP)
 //	tcp://IP:PORT        TCP (TCP)
 //	tls://HOST:PORT      DNS over TLS, RFC 7858 (TLS)
 //	https://HOST[:PORT]/PATH  DNS over HTTPS, RFC 8484 (HTTPS)
 //
-// HOST may be a name or an IP literal (IPv6 in brackets); it is the name
-// the server's certificate must carry. It refuses a malformed address and
-// options that do not apply to it or do not load (WithDialIP, WithCAFile).
-func NewTransport(address string, opts ...Option) (Transport, error) {
-	scheme, rest, ok := strings.Cut(address, "://")
-	if !ok {
-		return nil, fmt.Errorf("upstream %q: missing scheme (udp://, tcp://, tls://, https://)", address)
-	}
-	switch scheme {
+// HOST is the name the server's certificate must carry. The address was
+// parsed once, by ParseAddress, where the configuration is read: nothing
+// here parses it again. NewTransport refuses the zero Address, and
+// WithDialIP or WithRootCAs for udp:// and tcp://.
+func NewTransport(addr Address, opts ...Option) (Transport, error) {
+	switch addr.scheme {
 	case "udp", "tcp":
-		ap, err := netip.ParseAddrPort(rest)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %q: want %s://IP:PORT: %w", address, scheme, err)
+		if o := buildOptions(opts); o.dialIP.IsValid() || o.rootCAs != nil {
+			return nil, fmt.Errorf("upstream %s: a dial IP and root CAs apply only to tls:// and https://", addr)
 		}
-		if o := buildOptions(opts); o.dialIP != "" || o.caFile != "" {
-			return nil, fmt.Errorf("upstream %q: ip and ca_file apply only to tls:// and https://", address)
+		if addr.scheme == "udp" {
+			return NewUDP(addr.HostPort(), opts...), nil
 		}
-		if scheme == "udp" {
-			return NewUDP(ap.String(), opts...), nil
-		}
-		return NewTCP(ap.String(), opts...), nil
+		return NewTCP(addr.HostPort(), opts...), nil
 	case "tls":
-		host, port, err := net.SplitHostPort(rest)
-		if err != nil || host == "" || !validPort(port) {
-			return nil, fmt.Errorf("upstream %q: want tls://HOST:PORT", address)
-		}
-		t, err := NewTLS(net.JoinHostPort(host, port), opts...)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %q: %w", address, err)
-		}
-		return t, nil
+		return NewTLS(addr, opts...)
 	case "https":
-		u, err := url.Parse(address)
-		if err != nil || u.Hostname() == "" || u.Path == "" || (u.Port() != "" && !validPort(u.Port())) {
-			return nil, fmt.Errorf("upstream %q: want https://HOST[:PORT]/PATH", address)
-		}
-		h, err := NewHTTPS(address, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %q: %w", address, err)
-		}
-		return h, nil
-	default:
-		return nil, fmt.Errorf("upstream %q: unknown scheme %q", address, scheme)
+		return NewHTTPS(addr, opts...)
 	}
+	return nil, errNoAddress
 }
 
-// validPort reports whether s is a port number in 1..65535.
-func validPort(s string) bool {
-	n, err := strconv.Atoi(s)
-	return err == nil && n >= 1 && n <= 65535
-}
+// errNoAddress: an Address that ParseAddress did not make.
+var errNoAddress = errors.New("wire: no upstream address (the zero Address)")

@@ -1,9 +1,8 @@
 package wire
 
 import (
-	"encoding/pem"
-	"os"
-	"path/filepath"
+	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -14,33 +13,18 @@ func TestNewTransport(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		address string
-		want    string // the transport's type, or "" for an error
-		errHas  string
+		want    string // the transport's type
 	}{
-		{"udp://192.0.2.1:53", "udp", ""},
-		{"tcp://192.0.2.1:53", "tcp", ""},
-		{"udp://[2001:db8::1]:53", "udp", ""},
-		{"tls://dns.quad9.net:853", "tls", ""},
-		{"tls://[2001:db8::1]:853", "tls", ""},
-		{"https://dns.example/dns-query", "https", ""},
-		{"https://dns.example:8443/dns-query", "https", ""},
-		{"tls://dns.quad9.net", "", "tls://HOST:PORT"},
-		{"tls://:853", "", "tls://HOST:PORT"},
-		{"https://dns.example", "", "https://HOST[:PORT]/PATH"},
-		{"https://dns.example:0/dns-query", "", "https://HOST[:PORT]/PATH"},
-		{"udp://dns.example:53", "", "IP:PORT"},
-		{"udp://192.0.2.1", "", "IP:PORT"},
-		{"quic://192.0.2.1:853", "", "unknown scheme"},
-		{"192.0.2.1:53", "", "missing scheme"},
+		{"udp://192.0.2.1:53", "udp"},
+		{"tcp://192.0.2.1:53", "tcp"},
+		{"udp://[2001:db8::1]:53", "udp"},
+		{"tls://dns.quad9.net:853", "tls"},
+		{"tls://[2001:db8::1]:853", "tls"},
+		{"https://dns.example/dns-query", "https"},
+		{"https://dns.example:8443/dns-query", "https"},
 	}
 	for _, c := range cases {
-		tr, err := NewTransport(c.address)
-		if c.want == "" {
-			if err == nil || !strings.Contains(err.Error(), c.errHas) {
-				t.Errorf("NewTransport(%q) = %v, %v; want an error saying %q", c.address, tr, err, c.errHas)
-			}
-			continue
-		}
+		tr, err := NewTransport(mustParseAddress(t, c.address))
 		if err != nil {
 			t.Errorf("NewTransport(%q): %v", c.address, err)
 			continue
@@ -65,12 +49,30 @@ func TestNewTransport(t *testing.T) {
 	}
 }
 
+// An Address that ParseAddress did not make, and an address of another
+// scheme than the constructor's, are refused, never dialled.
+func TestNewTransportRefusesAddresses(t *testing.T) {
+	t.Parallel()
+	if tr, err := NewTransport(Address{}); !errors.Is(err, errNoAddress) {
+		t.Errorf("NewTransport(Address{}) = %v, %v; want errNoAddress", tr, err)
+	}
+	if tr, err := NewTLS(Address{}); !errors.Is(err, errNoAddress) {
+		t.Errorf("NewTLS(Address{}) = %v, %v; want errNoAddress", tr, err)
+	}
+	if tr, err := NewHTTPS(mustParseAddress(t, "tls://dns.example:853")); err == nil || !strings.Contains(err.Error(), "not a https:// address") {
+		t.Errorf("NewHTTPS(tls://…) = %v, %v; want an error saying it is not https://", tr, err)
+	}
+	if tr, err := NewTLS(mustParseAddress(t, "https://dns.example/q")); err == nil || !strings.Contains(err.Error(), "not a tls:// address") {
+		t.Errorf("NewTLS(https://…) = %v, %v; want an error saying it is not tls://", tr, err)
+	}
+}
+
 // The factory's transports work end to end and take the options.
 func TestNewTransportExchanges(t *testing.T) {
 	t.Parallel()
 	srv := wiretest.NewServer(t, wiretest.Answer())
 	for _, scheme := range []string{"udp", "tcp"} {
-		tr, err := NewTransport(scheme+"://"+srv.Addr, WithMaxIdle(0))
+		tr, err := NewTransport(mustParseAddress(t, scheme+"://"+srv.Addr), WithMaxIdle(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,39 +88,25 @@ func TestNewTransportExchanges(t *testing.T) {
 	}
 }
 
-// The ip and ca_file options are checked when the transport is made, and
-// refused where they do not apply; empty strings mean not set.
+// The ip and ca_file options are refused where they do not apply; zero
+// values mean not set.
 func TestNewTransportOptions(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	garbage := filepath.Join(dir, "garbage.pem")
-	if err := os.WriteFile(garbage, []byte("not a certificate\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	broken := filepath.Join(dir, "broken.pem")
-	if err := os.WriteFile(broken, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("x")}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ca := wiretest.NewCA(t).WriteFile(t)
+	roots := wiretest.NewCA(t).Pool()
 	cases := []struct {
 		address string
 		opts    []Option
 		errHas  string // "" for success
 	}{
-		{"tls://dns.example:853", []Option{WithDialIP(""), WithCAFile("")}, ""},
-		{"udp://192.0.2.1:53", []Option{WithDialIP(""), WithCAFile("")}, ""},
-		{"tls://dns.example:853", []Option{WithDialIP("192.0.2.53"), WithCAFile(ca)}, ""},
-		{"https://dns.example/q", []Option{WithDialIP("2001:db8::53"), WithCAFile(ca)}, ""},
-		{"tls://dns.example:853", []Option{WithDialIP("dns.example")}, "not an IP address"},
-		{"https://dns.example/q", []Option{WithDialIP("192.0.2.999")}, "not an IP address"},
-		{"tls://dns.example:853", []Option{WithCAFile(filepath.Join(dir, "missing.pem"))}, "no such file"},
-		{"tls://dns.example:853", []Option{WithCAFile(garbage)}, "no PEM certificate"},
-		{"https://dns.example/q", []Option{WithCAFile(broken)}, "certificate 1"},
-		{"udp://192.0.2.1:53", []Option{WithDialIP("192.0.2.1")}, "only to tls:// and https://"},
-		{"tcp://192.0.2.1:53", []Option{WithCAFile(ca)}, "only to tls:// and https://"},
+		{"tls://dns.example:853", []Option{WithDialIP(netip.Addr{}), WithRootCAs(nil)}, ""},
+		{"udp://192.0.2.1:53", []Option{WithDialIP(netip.Addr{}), WithRootCAs(nil)}, ""},
+		{"tls://dns.example:853", []Option{WithDialIP(netip.MustParseAddr("192.0.2.53")), WithRootCAs(roots)}, ""},
+		{"https://dns.example/q", []Option{WithDialIP(netip.MustParseAddr("2001:db8::53")), WithRootCAs(roots)}, ""},
+		{"udp://192.0.2.1:53", []Option{WithDialIP(netip.MustParseAddr("192.0.2.1"))}, "only to tls:// and https://"},
+		{"tcp://192.0.2.1:53", []Option{WithRootCAs(roots)}, "only to tls:// and https://"},
 	}
 	for _, c := range cases {
-		tr, err := NewTransport(c.address, c.opts...)
+		tr, err := NewTransport(mustParseAddress(t, c.address), c.opts...)
 		if c.errHas == "" {
 			if err != nil {
 				t.Errorf("NewTransport(%q): %v", c.address, err)
@@ -132,6 +120,27 @@ func TestNewTransportOptions(t *testing.T) {
 			if err == nil {
 				_ = tr.Close()
 			}
+		}
+	}
+}
+
+// The ip key pins where DoT and DoH connect, in the address's port, while
+// the address's host stays the TLS name.
+func TestDialAddress(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		address string
+		ip      netip.Addr
+		want    string
+	}{
+		{"tls://dns.example:853", netip.Addr{}, "dns.example:853"},
+		{"tls://dns.example:853", netip.MustParseAddr("192.0.2.53"), "192.0.2.53:853"},
+		{"https://dns.example/q", netip.MustParseAddr("2001:db8::53"), "[2001:db8::53]:443"},
+		{"https://dns.example:8443/q", netip.Addr{}, "dns.example:8443"},
+	} {
+		o := buildOptions([]Option{WithDialIP(c.ip)})
+		if got := dialAddress(o, mustParseAddress(t, c.address)); got != c.want {
+			t.Errorf("dialAddress(%s, ip %v) = %q, want %q", c.address, c.ip, got, c.want)
 		}
 	}
 }

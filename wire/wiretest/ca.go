@@ -39,7 +39,7 @@ func NewCA(tb testing.TB) *CA {
 }
 
 // WriteFile writes the CA's certificate to a PEM file in the test's
-// temporary directory and returns its path, for ca_file and WithCAFile.
+// temporary directory and returns its path, for a ca_file key.
 func (ca *CA) WriteFile(tb testing.TB) string {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "ca.pem")

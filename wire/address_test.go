@@ -1,4 +1,4 @@
-package config
+package wire
 
 import (
 	"errors"
@@ -13,16 +13,18 @@ func TestParseAddress(t *testing.T) {
 		hostPort string
 		str      string
 	}{
-		{"udp://9.9.9.9:53", Address{"udp", "9.9.9.9", "53", ""}, "9.9.9.9:53", "udp://9.9.9.9:53"},
-		{"tcp://[2620:FE::FE]:53", Address{"tcp", "2620:fe::fe", "53", ""}, "[2620:fe::fe]:53", "tcp://[2620:fe::fe]:53"},
-		{"UDP://1.1.1.1:053", Address{"udp", "1.1.1.1", "53", ""}, "1.1.1.1:53", "udp://1.1.1.1:53"},
-		{"udp://[fe80::1%25eth0]:53", Address{"udp", "fe80::1%eth0", "53", ""}, "[fe80::1%eth0]:53", "udp://[fe80::1%25eth0]:53"},
-		{"tls://dns.quad9.net:853", Address{"tls", "dns.quad9.net", "853", ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"},
-		{"tls://DNS.Quad9.net:853", Address{"tls", "dns.quad9.net", "853", ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"},
-		{"tls://9.9.9.9:853", Address{"tls", "9.9.9.9", "853", ""}, "9.9.9.9:853", "tls://9.9.9.9:853"},
-		{"https://dns.quad9.net/dns-query", Address{"https", "dns.quad9.net", "443", "/dns-query"}, "dns.quad9.net:443", "https://dns.quad9.net:443/dns-query"},
-		{"https://[2620:fe::fe]:8443/", Address{"https", "2620:fe::fe", "8443", "/"}, "[2620:fe::fe]:8443", "https://[2620:fe::fe]:8443/"},
-		{"https://doh.example/a%20b", Address{"https", "doh.example", "443", "/a%20b"}, "doh.example:443", "https://doh.example:443/a%20b"},
+		{"udp://9.9.9.9:53", Address{"udp", "9.9.9.9", 53, ""}, "9.9.9.9:53", "udp://9.9.9.9:53"},
+		{"tcp://[2620:FE::FE]:53", Address{"tcp", "2620:fe::fe", 53, ""}, "[2620:fe::fe]:53", "tcp://[2620:fe::fe]:53"},
+		{"UDP://1.1.1.1:053", Address{"udp", "1.1.1.1", 53, ""}, "1.1.1.1:53", "udp://1.1.1.1:53"},
+		{"udp://[fe80::1%25eth0]:53", Address{"udp", "fe80::1%eth0", 53, ""}, "[fe80::1%eth0]:53", "udp://[fe80::1%25eth0]:53"},
+		{"tls://dns.quad9.net:853", Address{"tls", "dns.quad9.net", 853, ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"},
+		{"tls://DNS.Quad9.net:853", Address{"tls", "dns.quad9.net", 853, ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"},
+		{"tls://9.9.9.9:853", Address{"tls", "9.9.9.9", 853, ""}, "9.9.9.9:853", "tls://9.9.9.9:853"},
+		{"https://dns.quad9.net/dns-query", Address{"https", "dns.quad9.net", 443, "/dns-query"}, "dns.quad9.net:443", "https://dns.quad9.net/dns-query"},
+		{"https://[2620:fe::fe]:8443/", Address{"https", "2620:fe::fe", 8443, "/"}, "[2620:fe::fe]:8443", "https://[2620:fe::fe]:8443/"},
+		{"https://doh.example/a%20b", Address{"https", "doh.example", 443, "/a%20b"}, "doh.example:443", "https://doh.example/a%20b"},
+		{"https://DNS.quad9.net:443/dns-query", Address{"https", "dns.quad9.net", 443, "/dns-query"}, "dns.quad9.net:443", "https://dns.quad9.net/dns-query"},
+		{"https://[2620:fe::fe]/q", Address{"https", "2620:fe::fe", 443, "/q"}, "[2620:fe::fe]:443", "https://[2620:fe::fe]/q"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -95,8 +97,8 @@ func TestParseAddressRefuses(t *testing.T) {
 func TestAddressIsTLS(t *testing.T) {
 	t.Parallel()
 	for scheme, want := range map[string]bool{"udp": false, "tcp": false, "tls": true, "https": true} {
-		if got := (Address{Scheme: scheme}).IsTLS(); got != want {
-			t.Errorf("Address{Scheme: %q}.IsTLS() = %v, want %v", scheme, got, want)
+		if got := (Address{scheme: scheme}).IsTLS(); got != want {
+			t.Errorf("Address{scheme: %q}.IsTLS() = %v, want %v", scheme, got, want)
 		}
 	}
 }

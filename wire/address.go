@@ -1,4 +1,4 @@
-package config
+package wire
 
 import (
 	"errors"
@@ -10,27 +10,60 @@ import (
 	"strings"
 )
 
-// Address is a parsed upstreams[i].address.
+// Address is a parsed upstream address, what NewTransport connects to. The
+// only way to make one is ParseAddress, so an Address is either the zero
+// value or valid: the transports take it as it is and parse nothing again.
+// Addresses are comparable.
 type Address struct {
-	Scheme string // "udp", "tcp", "tls" or "https"
-	Host   string // udp/tcp: an IP; tls/https: a lower-case hostname or an IP. IPv6 without brackets.
-	Port   string // always set: https without a port gets "443"
-	Path   string // https only: the escaped request path, at least "/"
+	scheme string // "udp", "tcp", "tls" or "https"
+	host   string // udp/tcp: an IP; tls/https: a lower-case hostname or an IP. IPv6 without brackets.
+	port   uint16 // never 0 in a parsed address: https without a port gets 443
+	path   string // https only: the escaped request path, at least "/"
 }
+
+// defaultHTTPSPort is the port of an https:// address written without one.
+const defaultHTTPSPort = 443
+
+// Scheme is "udp", "tcp", "tls" or "https"; "" for the zero Address.
+func (a Address) Scheme() string { return a.scheme }
+
+// Host is the server: an IP literal for udp and tcp (IPv6 without
+// brackets, with its zone if any), a lower-case hostname or an IP literal
+// for tls and https, which is the name the server's certificate must carry.
+func (a Address) Host() string { return a.host }
+
+// Port is the server's port, in 1..65535 (0 for the zero Address).
+func (a Address) Port() uint16 { return a.port }
+
+// Path is the escaped request path of an https address, at least "/"; ""
+// for the other schemes.
+func (a Address) Path() string { return a.path }
 
 // HostPort is Host and Port joined for dialing, IPv6 in brackets.
-func (a Address) HostPort() string { return net.JoinHostPort(a.Host, a.Port) }
+func (a Address) HostPort() string { return net.JoinHostPort(a.host, strconv.Itoa(int(a.port))) }
 
-// String is the address in its canonical written form; ParseAddress reads
-// it back to the same Address. An IPv6 zone's "%" is escaped as the URL
-// syntax requires ("[fe80::1%25eth0]").
+// String is the address in its canonical written form, which ParseAddress
+// reads back to the same Address: the scheme and a hostname lower-case, an
+// IP in its canonical form, an https address's port left out when it is
+// 443. An IPv6 zone's "%" is escaped as the URL syntax requires
+// ("[fe80::1%25eth0]").
 func (a Address) String() string {
-	return a.Scheme + "://" + strings.ReplaceAll(a.HostPort(), "%", "%25") + a.Path
+	if a.scheme == "" {
+		return ""
+	}
+	hostport := a.HostPort()
+	if a.scheme == "https" && a.port == defaultHTTPSPort {
+		hostport = a.host
+		if strings.Contains(a.host, ":") {
+			hostport = "[" + a.host + "]"
+		}
+	}
+	return a.scheme + "://" + strings.ReplaceAll(hostport, "%", "%25") + a.path
 }
 
-// IsTLS reports whether the transport is encrypted, which is when the ip and
-// ca_file keys apply.
-func (a Address) IsTLS() bool { return a.Scheme == "tls" || a.Scheme == "https" }
+// IsTLS reports whether the transport is encrypted, which is when
+// WithDialIP and WithRootCAs (the ip and ca_file keys) apply.
+func (a Address) IsTLS() bool { return a.scheme == "tls" || a.scheme == "https" }
 
 // AddressError says why an upstream address does not parse.
 type AddressError struct {
@@ -51,9 +84,10 @@ func (e *AddressError) Error() string {
 //	tls://HOST:PORT    HOST a hostname or an IP literal
 //	https://HOST[:PORT]/PATH
 //
-// The port is required except for https (default 443) and must be in
-// 1..65535. User info, queries and fragments are refused. A failure is an
-// *AddressError.
+// The scheme is matched without regard to case. The port is required
+// except for https (default 443) and must be in 1..65535. User info,
+// queries and fragments are refused. A failure is an *AddressError and
+// the zero Address.
 func ParseAddress(s string) (Address, error) {
 	fail := func(format string, args ...any) (Address, error) {
 		return Address{}, &AddressError{Address: s, Reason: fmt.Sprintf(format, args...)}
@@ -76,7 +110,7 @@ func ParseAddress(s string) (Address, error) {
 		return fail("a fragment is not allowed")
 	}
 
-	a := Address{Scheme: u.Scheme}
+	a := Address{scheme: u.Scheme}
 	switch u.Scheme {
 	case "udp", "tcp":
 		// netip, unlike url, refuses an IPv6 literal without brackets,
@@ -88,21 +122,21 @@ func ParseAddress(s string) (Address, error) {
 		if ap.Port() == 0 {
 			return fail("port must be in 1..65535")
 		}
-		a.Host, a.Port = ap.Addr().String(), strconv.Itoa(int(ap.Port()))
+		a.host, a.port = ap.Addr().String(), ap.Port()
 	case "tls", "https":
 		host, port := u.Hostname(), u.Port()
 		if ip, err := netip.ParseAddr(host); err == nil {
 			if ip.Is6() && !strings.HasPrefix(u.Host, "[") {
 				return fail("an IPv6 host must be in brackets")
 			}
-			a.Host = ip.String()
+			a.host = ip.String()
 		} else if isHostname(host) {
-			a.Host = strings.ToLower(host)
+			a.host = strings.ToLower(host)
 		} else {
 			return fail("host %q is neither a hostname nor an IP", host)
 		}
 		if port == "" && u.Scheme == "https" {
-			port = "443"
+			port = strconv.Itoa(defaultHTTPSPort)
 		}
 		if port == "" {
 			return fail("want tls://HOST:PORT, e.g. tls://dns.quad9.net:853")
@@ -111,7 +145,7 @@ func ParseAddress(s string) (Address, error) {
 		if err != nil || n < 1 || n > 65535 {
 			return fail("port must be in 1..65535")
 		}
-		a.Port = strconv.Itoa(n)
+		a.port = uint16(n)
 	default:
 		return fail("unknown scheme %q: want udp, tcp, tls or https", u.Scheme)
 	}
@@ -122,7 +156,7 @@ func ParseAddress(s string) (Address, error) {
 	case u.Scheme != "https" && u.Path != "":
 		return fail("a path is allowed only with https")
 	}
-	a.Path = u.EscapedPath()
+	a.path = u.EscapedPath()
 	return a, nil
 }
 
