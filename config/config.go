@@ -23,6 +23,7 @@ type Config struct {
 	Upstreams    []Upstream     `toml:"upstreams"`
 	ForwardZones []ForwardZone  `toml:"forward_zones"`
 	LocalRecords []LocalRecord  `toml:"local_records"`
+	Cache        Cache          `toml:"cache"`
 	QueryLog     QueryLog       `toml:"query_log"`
 	Admin        Admin          `toml:"admin"`
 	Log          Log            `toml:"log"`
@@ -109,6 +110,35 @@ type LocalRecord struct {
 	// for byte). The query path answers with it as it is.
 	RR dns.RR `toml:"-"`
 }
+
+// Cache is the [cache] table: the answer cache (spec section 10).
+type Cache struct {
+	Enabled              bool   `toml:"enabled"`
+	SizeMiB              int    `toml:"size_mib"`                // memory bound for cached answers
+	MinTTLS              int    `toml:"min_ttl_s"`               // clamp of a positive answer's TTL
+	MaxTTLS              int    `toml:"max_ttl_s"`               //
+	NegativeMaxTTLS      int    `toml:"negative_max_ttl_s"`      // cap of an NXDOMAIN/NODATA answer's TTL (RFC 2308)
+	FailureTTLS          int    `toml:"failure_ttl_s"`           // a failed resolution is remembered this long (RFC 9520); 0 off
+	Prefetch             bool   `toml:"prefetch"`                // refresh an entry asked in the last 10 % of its TTL
+	ServeStale           bool   `toml:"serve_stale"`             // RFC 8767
+	StaleMaxAgeS         int    `toml:"stale_max_age_s"`         // how long past expiry an answer may be served
+	StaleAnswerTTLS      int    `toml:"stale_answer_ttl_s"`      // the TTL a stale answer carries
+	StaleClientTimeoutMS int    `toml:"stale_client_timeout_ms"` // a stale answer goes out when resolution takes longer
+	Path                 string `toml:"path"`                    // warm restart: saved here at shutdown, loaded at start; "" off
+}
+
+// Seconds of the [cache] table as durations.
+func (c Cache) MinTTL() time.Duration         { return sec(c.MinTTLS) }
+func (c Cache) MaxTTL() time.Duration         { return sec(c.MaxTTLS) }
+func (c Cache) NegativeMaxTTL() time.Duration { return sec(c.NegativeMaxTTLS) }
+func (c Cache) FailureTTL() time.Duration     { return sec(c.FailureTTLS) }
+func (c Cache) StaleMaxAge() time.Duration    { return sec(c.StaleMaxAgeS) }
+func (c Cache) StaleAnswerTTL() time.Duration { return sec(c.StaleAnswerTTLS) }
+
+// StaleClientTimeout is stale_client_timeout_ms as a duration.
+func (c Cache) StaleClientTimeout() time.Duration { return ms(c.StaleClientTimeoutMS) }
+
+func sec(n int) time.Duration { return time.Duration(n) * time.Second }
 
 // QueryLog is the [query_log] table.
 type QueryLog struct {

@@ -31,6 +31,10 @@ const (
 	// a setting far from overflow.
 	MaxMilliseconds = math.MaxInt32
 
+	// MaxCacheMiB bounds cache.size_mib: 64 GiB, far beyond any board,
+	// and far from overflowing a byte count.
+	MaxCacheMiB = 64 << 10
+
 	// maxTXTLen is the most one DNS character-string holds (RFC 1035
 	// section 3.3); a local TXT record is one such string.
 	maxTXTLen = 255
@@ -54,6 +58,20 @@ func Default() Config {
 			FailureThreshold: 3,
 			BackoffMS:        1000,
 			BackoffMaxMS:     30000,
+		},
+		Cache: Cache{
+			Enabled:              true,
+			SizeMiB:              16,
+			MinTTLS:              0,
+			MaxTTLS:              86400,
+			NegativeMaxTTLS:      3600,
+			FailureTTLS:          5,
+			Prefetch:             true,
+			ServeStale:           true,
+			StaleMaxAgeS:         86400,
+			StaleAnswerTTLS:      30,
+			StaleClientTimeoutMS: 1800,
+			Path:                 "",
 		},
 		QueryLog: QueryLog{Path: "", Attempts: false},
 		Admin:    Admin{Listen: "127.0.0.1:8053"},

@@ -116,6 +116,19 @@ name = "x.home.arpa."
 type = "TXT"
 value = "hello"
 ttl = 0
+[cache]
+enabled = false
+size_mib = 0
+min_ttl_s = 7
+max_ttl_s = 70
+negative_max_ttl_s = 0
+failure_ttl_s = 0
+prefetch = false
+serve_stale = false
+stale_max_age_s = 0
+stale_answer_ttl_s = 0
+stale_client_timeout_ms = 1
+path = ""
 [query_log]
 path = "/var/log/nxdnsd.jsonl"
 attempts = true
@@ -133,6 +146,7 @@ level = "error"
 		},
 		ForwardZones: []ForwardZone{{Zone: "home.arpa.", Resolver: "192.0.2.2:5353"}},
 		LocalRecords: []LocalRecord{{Name: "x.home.arpa.", Type: "TXT", Value: "hello", TTL: 0}},
+		Cache:        Cache{MinTTLS: 7, MaxTTLS: 70, StaleClientTimeoutMS: 1},
 		QueryLog:     QueryLog{Path: "/var/log/nxdnsd.jsonl", Attempts: true},
 		Admin:        Admin{Listen: ""},
 		Log:          Log{Level: "error"},

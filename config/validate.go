@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -48,6 +50,7 @@ func (c *Config) check() Problems {
 	ck.upstreams(c.Upstreams)
 	ck.forwardZones(c.ForwardZones)
 	ck.localRecords(c.LocalRecords)
+	ck.cache(c.Cache)
 	// query_log.path takes any string: whether the file opens is start-up's
 	// business, where the error can name the file and the reason.
 	if l := c.Admin.Listen; l != "" {
@@ -322,6 +325,33 @@ func recordText(rr dns.RR) string {
 		return strings.ReplaceAll(rr.Txt[0], `\\`, `\`)
 	}
 	return ""
+}
+
+// cache checks [cache]. Its bounds hold whether or not it is enabled, so
+// that turning it on never reveals an old typo.
+func (ck *checker) cache(c Cache) {
+	if c.Enabled {
+		ck.inRange("cache.size_mib", c.SizeMiB, 1, MaxCacheMiB)
+	} else {
+		ck.inRange("cache.size_mib", c.SizeMiB, 0, MaxCacheMiB)
+	}
+	ck.inRange("cache.min_ttl_s", c.MinTTLS, 0, MaxTTL)
+	ck.inRange("cache.max_ttl_s", c.MaxTTLS, 0, MaxTTL)
+	if c.MinTTLS > c.MaxTTLS && c.MaxTTLS >= 0 {
+		ck.add("cache.min_ttl_s", "%d is more than max_ttl_s (%d)", c.MinTTLS, c.MaxTTLS)
+	}
+	ck.inRange("cache.negative_max_ttl_s", c.NegativeMaxTTLS, 0, MaxTTL)
+	ck.inRange("cache.failure_ttl_s", c.FailureTTLS, 0, MaxTTL)
+	ck.inRange("cache.stale_max_age_s", c.StaleMaxAgeS, 0, MaxTTL)
+	ck.inRange("cache.stale_answer_ttl_s", c.StaleAnswerTTLS, 0, MaxTTL)
+	ck.inRange("cache.stale_client_timeout_ms", c.StaleClientTimeoutMS, 1, MaxMilliseconds)
+	if c.Path != "" {
+		// The cache is written there at shutdown: a directory that does
+		// not exist would lose it silently then.
+		if fi, err := os.Stat(filepath.Dir(c.Path)); err != nil || !fi.IsDir() {
+			ck.add("cache.path", "%q: its directory %q does not exist", c.Path, filepath.Dir(c.Path))
+		}
+	}
 }
 
 // inRange reports v outside lo..hi at path.

@@ -57,6 +57,19 @@ func TestRules(t *testing.T) {
 		{"backoff max below backoff", "[upstream]\nbackoff_ms = 2000\nbackoff_max_ms = 1999" + okUpstream, []string{"upstream.backoff_max_ms"}},
 		{"backoff max equals backoff", "[upstream]\nbackoff_ms = 2000\nbackoff_max_ms = 2000" + okUpstream, nil},
 
+		// [cache]
+		{"cache size 0", "[cache]\nsize_mib = 0" + okUpstream, []string{"cache.size_mib"}},
+		{"cache size 0 when off", "[cache]\nenabled = false\nsize_mib = 0" + okUpstream, nil},
+		{"cache size huge", "[cache]\nsize_mib = 65537" + okUpstream, []string{"cache.size_mib"}},
+		{"cache min above max", "[cache]\nmin_ttl_s = 61\nmax_ttl_s = 60" + okUpstream, []string{"cache.min_ttl_s"}},
+		{"cache min equals max", "[cache]\nmin_ttl_s = 60\nmax_ttl_s = 60" + okUpstream, nil},
+		{"cache negative ttls", "[cache]\nnegative_max_ttl_s = -1\nfailure_ttl_s = -1\nstale_max_age_s = -1\nstale_answer_ttl_s = -1" + okUpstream,
+			[]string{"cache.negative_max_ttl_s", "cache.failure_ttl_s", "cache.stale_max_age_s", "cache.stale_answer_ttl_s"}},
+		{"cache failure ttl 0", "[cache]\nfailure_ttl_s = 0" + okUpstream, nil},
+		{"cache stale client timeout 0", "[cache]\nstale_client_timeout_ms = 0" + okUpstream, []string{"cache.stale_client_timeout_ms"}},
+		{"cache path in a missing directory", "[cache]\npath = \"/nonexistent/nxdnsd/cache\"" + okUpstream, []string{"cache.path"}},
+		{"cache path in an existing directory", "[cache]\npath = " + quote(t.TempDir()+"/cache") + okUpstream, nil},
+
 		// [[upstreams]]
 		{"no upstreams", "", []string{"upstreams"}},
 		{"all disabled", udpWith("enabled", "false"), []string{"upstreams"}},
