@@ -327,7 +327,7 @@ func TestNoAttemptAfterTheDeadline(t *testing.T) {
 			t.Fatal("no slot")
 		}
 		now := time.Now()
-		d := dispatch{pool: pool, ctx: t.Context(), q: packed(t, query()), deadline: now, now: now, }
+		d := dispatch{pool: pool, ctx: t.Context(), q: packed(t, query()), deadline: now, now: now}
 		p := permit{u: u, i: 0, slot: true}
 		if over := d.attempt(&p); !over {
 			t.Fatal("the query went on past its deadline")
