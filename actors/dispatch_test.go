@@ -579,3 +579,22 @@ func TestTransportContextNeedsNoGoroutines(t *testing.T) {
 		t.Errorf("%d watches of the transport's context started %d goroutines", 2*n, grew)
 	}
 }
+
+// AllInBackoff is true exactly while every upstream is in backoff.
+func TestAllInBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, _ := newTestPool(t, quick, up{fn: refusing}, up{fn: refusing})
+		if pool.AllInBackoff() {
+			t.Fatal("a fresh pool reads all in backoff")
+		}
+		for i, u := range pool.upstreams {
+			for range quick.Health.FailureThreshold {
+				u.record(message{outcome: OutcomePeerFault, at: time.Now(), err: errRefused})
+			}
+			pool.sync()
+			if got, want := pool.AllInBackoff(), i == len(pool.upstreams)-1; got != want {
+				t.Errorf("with u0..u%d in backoff: AllInBackoff %v, want %v", i, got, want)
+			}
+		}
+	})
+}

@@ -115,6 +115,18 @@ func (p *Pool) Status() []Status {
 	return out
 }
 
+// AllInBackoff reports whether every upstream is in backoff (open or
+// half-open): the answer cache then serves a stale answer at once. It
+// reads the published views only: a few atomic loads.
+func (p *Pool) AllInBackoff() bool {
+	for _, u := range p.upstreams {
+		if !u.cur.Load().inBackoff {
+			return false
+		}
+	}
+	return true
+}
+
 // BudgetExhaustedTotal counts queries that ended BudgetExhausted.
 func (p *Pool) BudgetExhaustedTotal() uint64 { return p.budgetExhausted.Load() }
 
