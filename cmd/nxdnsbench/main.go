@@ -2,8 +2,10 @@
 // development tool that nxdnsd never imports:
 //
 //	nxdnsbench run  [flags]   the whole benchmark: throughput against a fake
-//	                          upstream and through nxdnsd (dnsperf), latency
-//	                          percentiles, four fault bursts; one table;
+//	                          upstream, through nxdnsd and through dnsdist
+//	                          (dnsperf), forwarding and cache hits, each with
+//	                          the forwarder's CPU per query; latency
+//	                          percentiles, four fault bursts; one report;
 //	                          -dot adds a run with DNS-over-TLS upstreams
 //	nxdnsbench fake [flags]   a fast fake upstream on UDP and TCP; SIGUSR1
 //	                          switches it to blackhole, SIGUSR2 back to answer

@@ -128,23 +128,24 @@ func TestReportDoTRow(t *testing.T) {
 			RunTime: 5 * time.Second, Wall: 5 * time.Second, CPU: 2 * time.Second,
 			MeanLatency: time.Millisecond, MaxLatency: 10 * time.Millisecond}
 	}
-	nx := func(qps float64, allocs float64) *nxRun {
-		return &nxRun{perf: perf(qps), fakeCPU: time.Second, nxCPU: 3 * time.Second, peakRSS: 20 << 20,
+	nx := func(qps float64, allocs float64) *fwdRun {
+		return &fwdRun{perf: perf(qps), fakeCPU: time.Second, cpu: 3 * time.Second, peakRSS: 20 << 20,
 			allocsPerQuery: allocs, scrapeAllocs: 300}
 	}
 	r := report{
 		machine: machine{CPUs: 2, Started: time.Now()},
-		cfg:     runConfig{perf: perfParams{Duration: 5 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1000, dot: true},
+		cfg: runConfig{perf: perfParams{Duration: 5 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1000, dot: true,
+			dnsdistSkip: "-dnsdist=false"},
 		throughput: &throughput{
-			ceiling: perf(200_000),
+			ceiling: &fwdRun{ceiling: true, perf: perf(200_000), fakeCPU: time.Second},
 			nx:      nx(80_000, 1.5),
-			dot:     &dotRun{nxRun: nx(50_000, 4.25), fakeStats: fake.Stats{Queries: 250_000, Answers: 250_000, TLSConns: 2}, wall: 7 * time.Second},
+			dot:     &dotRun{fwdRun: nx(50_000, 4.25), fakeStats: fake.Stats{Queries: 250_000, Answers: 250_000, TLSConns: 2}, wall: 7 * time.Second},
 		},
 	}
 	md := r.markdown()
 	for _, want := range []string{
-		"| dnsperf → nxdnsd → fake (DoT) | 50,000 | 0.25 | 250,000 | 0 |",
-		"; DoT run dnsperf 8.0 µs, fakes 4.0 µs, nxdnsd 12.0 µs.",
+		"| dnsperf → nxdnsd → fake (DoT) | 50,000 | 0.25 | 250,000 | 0 | 1.00 ms | 10.0 ms | 12.0 µs | 40 / 20 / 60 / 0 / 0 | 20.0 MiB |",
+		"; DoT run dnsperf 8.0 µs, fakes 4.0 µs.",
 		"With DoT upstreams: 4.25 per query",
 		"on 2 TLS connections",
 		"took 7s",

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,9 +31,18 @@ type runConfig struct {
 
 	throughput, bursts bool
 	dot                bool // also dnsperf through nxdnsd with DoT upstreams
-	burstQueries       int
-	burstInFlight      int
-	burstTimeout       time.Duration
+	hits               bool // also the cache-hit rows
+	hitNames           int  // distinct names in the hits rows' query file
+
+	// dnsdist is whether dnsdist is measured beside nxdnsd; dnsdistBin its
+	// binary, and dnsdistSkip why it is not measured when it is not.
+	dnsdist     bool
+	dnsdistBin  string
+	dnsdistSkip string
+
+	burstQueries  int
+	burstInFlight int
+	burstTimeout  time.Duration
 
 	sockets    int    // UDP sockets per fake upstream
 	out        string // also write the report here
@@ -56,6 +66,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&c.latencyInFlight, "latency-inflight", 100, "load-client queries in flight for the percentiles")
 	fs.BoolVar(&c.throughput, "throughput", true, "measure throughput and latency")
 	fs.BoolVar(&c.dot, "dot", false, "with -throughput: one more dnsperf run, through nxdnsd with the fakes as DNS-over-TLS upstreams")
+	fs.BoolVar(&c.hits, "hits", true, "with -throughput: the cache-hit rows, dnsperf with -hit-names names asked over and over: at the fake, through nxdnsd with its cache on, through dnsdist with a packet cache")
+	fs.IntVar(&c.hitNames, "hit-names", 1000, "distinct names in the hits rows' query file")
+	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
+	fs.StringVar(&c.dnsdistBin, "dnsdist-bin", "dnsdist", "dnsdist binary")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
 	fs.IntVar(&c.burstQueries, "burst-queries", 2000, "queries per fault burst")
 	fs.IntVar(&c.burstInFlight, "burst-inflight", 200, "queries in flight in a fault burst")
@@ -70,8 +84,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("run: unexpected arguments %v", fs.Args())
 	}
-	if c.perf.Duration <= 0 || c.perf.Duration > 10*time.Minute || c.names < 1 || c.names > 10_000_000 {
-		return errors.New("run: want 0 < -l <= 10m and 1 <= -names <= 10,000,000")
+	if c.perf.Duration <= 0 || c.perf.Duration > 10*time.Minute || c.names < 1 || c.names > 10_000_000 ||
+		c.hitNames < 1 || c.hitNames > 10_000_000 {
+		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000 and 1 <= -hit-names <= 10,000,000")
 	}
 	if c.throughput {
 		p, err := exec.LookPath(c.dnsperf)
@@ -79,6 +94,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("dnsperf not found (%w): apt-get install -y dnsperf, or `go tool task bench`, which installs it", err)
 		}
 		c.dnsperf = p
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	note, err := findDnsdist(&c, given["dnsdist"] || given["dnsdist-bin"])
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintln(stderr, note)
 	}
 
 	dir, err := os.MkdirTemp("", "nxdnsbench-")
@@ -132,6 +156,33 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// findDnsdist settles whether dnsdist is measured: with -throughput and
+// -dnsdist, when it is installed (c.dnsdistBin resolved in PATH). Not
+// installed, that is an error when -dnsdist or -dnsdist-bin was given on
+// the command line (given), else dnsdist is skipped: c.dnsdistSkip says
+// why, for the report, and note, for the terminal.
+func findDnsdist(c *runConfig, given bool) (note string, err error) {
+	switch {
+	case !c.throughput:
+		c.dnsdist = false
+		return "", nil
+	case !c.dnsdist:
+		c.dnsdistSkip = "-dnsdist=false"
+		return "", nil
+	}
+	p, err := exec.LookPath(c.dnsdistBin)
+	if err == nil {
+		c.dnsdistBin = p
+		return "", nil
+	}
+	if given {
+		return "", fmt.Errorf("dnsdist not found (%w): apt-get install -y dnsdist, or `go tool task bench`, which installs it", err)
+	}
+	c.dnsdist = false
+	c.dnsdistSkip = fmt.Sprintf("dnsdist is not installed: no %s in PATH", c.dnsdistBin)
+	return "note: " + c.dnsdistSkip + ": its rows are skipped. `go tool task bench` installs it; -dnsdist=false skips it without this note.", nil
+}
+
 // buildNxdnsd builds ./cmd/nxdnsd into dir, with symbols so that perf can
 // name its functions: from the work tree of the module the current
 // directory is in, or from git revision rev of it when rev is not "".
@@ -162,45 +213,92 @@ func buildNxdnsd(ctx context.Context, dir, rev string) (string, error) {
 	return bin, nil
 }
 
-// throughput is the first half of the report: the same dnsperf load straight
-// at a fake upstream (the ceiling) and through nxdnsd, then the load
-// client's percentiles against both; with -dot, the dnsperf load once more
-// through a second nxdnsd that forwards over DNS over TLS.
+// throughput is the first half of the report: the same dnsperf load
+// straight at a fake upstream (the ceiling), through nxdnsd and through
+// dnsdist, then the load client's percentiles against the fake and nxdnsd;
+// with -dot, the dnsperf load once more through a second nxdnsd that
+// forwards over DNS over TLS; with -hits, the cache-hit rows.
 type throughput struct {
-	ceiling               *perfResult
-	ceilFakeCPU           time.Duration // the in-process fakes' CPU time in the ceiling run
-	ceilMachine           cpuSplit      // the whole machine's CPU time in the ceiling run
-	nx                    *nxRun        // through nxdnsd, plain UDP upstreams
-	peakRSSAfter          int64         // nxdnsd's VmHWM after the latency run too
-	latCeiling, latNxdnsd *load.Result  // nil when skipped
-	fakeStats             fake.Stats    // the primary's counters over the ceiling and UDP runs
-	profile               string        // the perf record file, or ""
-	dot                   *dotRun       // nil unless -dot
+	ceiling               *fwdRun
+	nx                    *fwdRun      // through nxdnsd, plain UDP upstreams, no cache
+	dnsdist               *fwdRun      // through dnsdist, no cache; nil when skipped
+	dnsdistVersion        string       // "dnsdist 1.7.3"; "" when skipped
+	cache                 cacheProbe   // whether the nxdnsd under test has an answer cache
+	peakRSSAfter          int64        // nxdnsd's VmHWM after the latency run too
+	latCeiling, latNxdnsd *load.Result // nil when skipped
+	fakeStats             fake.Stats   // the primary's counters over the ceiling, nxdnsd and dnsdist runs
+	profile               string       // the perf record file, or ""
+	dot                   *dotRun      // nil unless -dot
+	hits                  *hitsRuns    // nil unless -hits
 }
 
-// nxRun is one dnsperf run through nxdnsd and what it cost.
-type nxRun struct {
+// fwdRun is one dnsperf run and what it cost: straight at the primary fake
+// (a ceiling), or through a forwarder, nxdnsd or dnsdist.
+type fwdRun struct {
+	ceiling        bool
 	perf           *perfResult
-	fakeCPU        time.Duration // the in-process fakes' CPU time
+	fakeCPU        time.Duration // the in-process fakes' CPU time (nxdnsbench's own)
 	machine        cpuSplit      // the whole machine's CPU time
-	nxCPU          time.Duration // nxdnsd's CPU time
-	peakRSS        int64         // nxdnsd's VmHWM right after the run
+	cpu            time.Duration // the forwarder's user and system CPU time; a ceiling's: 0
+	peakRSS        int64         // the forwarder's VmHWM right after the run
 	allocsPerQuery float64       // nxdnsd's heap allocations per query answered, one scrape's left out; -1 unknown
 	scrapeAllocs   int64         // what one /metrics scrape allocates in nxdnsd, measured idle; -1 unknown
+	upstream       uint64        // queries the two fakes read during the run (dnsdist's health checks included)
+}
+
+// ownCPU is the CPU time of the process the row is about: the forwarder's,
+// or for a ceiling the fake's.
+func (r *fwdRun) ownCPU() time.Duration {
+	if r.ceiling {
+		return r.fakeCPU
+	}
+	return r.cpu
+}
+
+// cpuPerQuery is ownCPU over the queries dnsperf completed, in µs; ok is
+// false when none completed or the CPU time could not be read.
+func (r *fwdRun) cpuPerQuery() (us float64, ok bool) {
+	cpu := r.ownCPU()
+	if r.perf.Completed == 0 || cpu <= 0 {
+		return 0, false
+	}
+	return perQueryUS(cpu, r.perf.Completed), true
+}
+
+func perQueryUS(cpu time.Duration, completed int) float64 {
+	return float64(cpu) / float64(time.Microsecond) / float64(completed)
+}
+
+// hitsRuns are the cache-hit rows: dnsperf with a small query file asked
+// over and over, at the fake and through each forwarder with its cache on,
+// measured back to back.
+type hitsRuns struct {
+	ceiling *fwdRun // nil when neither forwarder is measured: nothing to compare
+	nx      *fwdRun // nil when the nxdnsd under test has no cache
+	dnsdist *fwdRun // nil when dnsdist is skipped
 }
 
 // dotRun is the -dot pass: dnsperf over UDP to an nxdnsd of its own whose
 // two upstreams are the same fakes over DNS over TLS.
 type dotRun struct {
-	*nxRun
+	*fwdRun
 	fakeStats fake.Stats    // the primary's counters over this run alone
 	wall      time.Duration // the whole pass: nxdnsd's start, the run, its stop
 }
 
 // caLifetime is how long the run's throwaway CA and the fakes' certificate
-// are valid: longer than any run (three dnsperf runs of at most 10 min, a
+// are valid: longer than any run (seven dnsperf runs of at most 10 min, a
 // latency run), short enough to be worthless afterwards.
 const caLifetime = 6 * time.Hour
+
+// enabled returns cache.enabled for a configuration: nil (no [cache]
+// table) when the binary has no cache.
+func (p cacheProbe) enabled(on bool) *bool {
+	if !p.Has {
+		return nil
+	}
+	return &on
+}
 
 func measureThroughput(ctx context.Context, c runConfig, dir string, progress func(string, ...any)) (*throughput, error) {
 	var serverTLS *tls.Config
@@ -217,10 +315,20 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	}
 	defer primary.Close()
 	defer secondary.Close()
+	upstream := func() uint64 { return primary.Stats().Queries + secondary.Stats().Queries }
+
+	t := &throughput{}
+	if t.cache, err = probeCache(ctx, c.nxdnsd, dir); err != nil {
+		return nil, err
+	}
+	if !t.cache.Has {
+		progress("nxdnsd has no answer cache: -check refuses [cache] (%s)", t.cache.Refusal)
+	}
 	conf, err := newDaemonConf(primary, secondary, 32, "")
 	if err != nil {
 		return nil, err
 	}
+	conf.Cache = t.cache.enabled(false) // this row measures forwarding
 	nx, err := startChild(ctx, c.nxdnsd, dir, "throughput", conf)
 	if err != nil {
 		return nil, err
@@ -229,17 +337,14 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 
 	progress("writing %d names", c.names)
 	queries := filepath.Join(dir, "queries.txt")
-	if err := writeQueryFile(queries, c.names); err != nil {
+	if err := writeQueryFile(queries, "q", c.names); err != nil {
 		return nil, err
 	}
 
-	t := &throughput{}
 	progress("ceiling: dnsperf %s -> fake upstream %s", c.perf, primary.Addr())
-	self, mc := selfCPUTime(), machineCPU()
-	if t.ceiling, err = runDNSPerf(ctx, c.dnsperf, queries, primary.Addr(), c.perf); err != nil {
+	if t.ceiling, err = measure(ctx, c, nil, primary.Addr(), queries, upstream, nil); err != nil {
 		return nil, err
 	}
-	t.ceilFakeCPU, t.ceilMachine = selfCPUTime()-self, machineCPU().sub(mc)
 
 	progress("nxdnsd: dnsperf %s -> nxdnsd %s -> fake upstreams", c.perf, nx.addr)
 	var rec *recording
@@ -249,7 +354,7 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		}
 		t.profile = c.perfRecord
 	}
-	t.nx, err = dnsperfThrough(ctx, c, nx, queries, func() {
+	t.nx, err = measure(ctx, c, nx, nx.addr, queries, upstream, func() {
 		if rec == nil {
 			return
 		}
@@ -260,6 +365,16 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	})
 	if err != nil {
 		return nil, err
+	}
+
+	if c.dnsdist {
+		// Started only now: idle, it would still send its health checks
+		// to the fakes (two a second) and run its threads during the
+		// other runs.
+		t.dnsdistVersion = dnsdistVersion(ctx, c.dnsdistBin)
+		if t.dnsdist, err = dnsdistRun(ctx, c, dir, "dnsdist", 0, primary, secondary, queries, upstream, progress); err != nil {
+			return nil, err
+		}
 	}
 	t.fakeStats = primary.Stats()
 
@@ -276,32 +391,116 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		}
 	}
 	t.peakRSSAfter, _ = nx.peakRSS()
+	nx.stop() // done with: the DoT nxdnsd and the hits runs' forwarders run alone
 
 	if c.dot {
-		nx.stop() // done with: the DoT nxdnsd runs alone
-		if t.dot, err = measureDoT(ctx, c, dir, queries, caFile, primary, secondary, progress); err != nil {
+		if t.dot, err = measureDoT(ctx, c, dir, queries, caFile, t.cache, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case c.hits && !t.cache.Has && !c.dnsdist:
+		t.hits = &hitsRuns{} // nothing to measure against a ceiling: no run
+	case c.hits:
+		if t.hits, err = measureHits(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
 			return nil, err
 		}
 	}
 	return t, nil
 }
 
-// dnsperfThrough runs dnsperf through nxdnsd nx and measures what it cost
-// nxdnsd and the machine. done, if not nil, is called as soon as dnsperf
-// has ended, before anything else is read.
-func dnsperfThrough(ctx context.Context, c runConfig, nx *child, queries string, done func()) (*nxRun, error) {
-	r := &nxRun{scrapeAllocs: -1, allocsPerQuery: -1}
-	// Two scrapes in a row while nxdnsd idles tell what one scrape
-	// allocates, so that the per-query figure can leave it out.
-	idle, idleOK := nx.mallocs(ctx)
-	mallocs, mallocsOK := nx.mallocs(ctx)
-	if idleOK && mallocsOK {
-		r.scrapeAllocs = int64(mallocs - idle)
+// measureHits is the cache-hit rows: a query file of c.hitNames names that
+// dnsperf asks over and over, straight at the primary fake (the rows'
+// ceiling), then through an nxdnsd with its cache on (when it has one) and
+// through dnsdist with a packet cache (unless skipped), back to back.
+func measureHits(ctx context.Context, c runConfig, dir string, cache cacheProbe, primary, secondary *fake.Server,
+	upstream func() uint64, progress func(string, ...any)) (*hitsRuns, error) {
+	queries := filepath.Join(dir, "hits.txt")
+	if err := writeQueryFile(queries, "h", c.hitNames); err != nil {
+		return nil, err
 	}
-	self, mc := selfCPUTime(), machineCPU()
-	nxCPU, _ := nx.cpuTime()
+	var nx *child
+	if cache.Has {
+		conf, err := newDaemonConf(primary, secondary, 32, "")
+		if err != nil {
+			return nil, err
+		}
+		conf.Cache = cache.enabled(true)
+		if nx, err = startChild(ctx, c.nxdnsd, dir, "hits", conf); err != nil {
+			return nil, err
+		}
+		defer nx.stop()
+	}
+
+	h := &hitsRuns{}
 	var err error
-	r.perf, err = runDNSPerf(ctx, c.dnsperf, queries, nx.addr, c.perf)
+	progress("hits ceiling: dnsperf %s, %d names over and over -> fake upstream %s", c.perf, c.hitNames, primary.Addr())
+	if h.ceiling, err = measure(ctx, c, nil, primary.Addr(), queries, upstream, nil); err != nil {
+		return nil, err
+	}
+	if nx != nil {
+		progress("hits: dnsperf %s -> nxdnsd %s, cache on -> fake upstreams", c.perf, nx.addr)
+		if h.nx, err = measure(ctx, c, nx, nx.addr, queries, upstream, nil); err != nil {
+			return nil, err
+		}
+		nx.stop()
+	}
+	if c.dnsdist {
+		if h.dnsdist, err = dnsdistRun(ctx, c, dir, "dnsdist-hits", packetCacheEntries, primary, secondary, queries, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// dnsdistRun starts dnsdist (NAME.lua in dir) with the fakes as its
+// backends and a packet cache of cacheEntries (0: none), runs dnsperf
+// through it and stops it.
+func dnsdistRun(ctx context.Context, c runConfig, dir, name string, cacheEntries int, primary, secondary *fake.Server,
+	queries string, upstream func() uint64, progress func(string, ...any)) (*fwdRun, error) {
+	conf, err := newDnsdistConf(primary.Addr(), secondary.Addr(), cacheEntries)
+	if err != nil {
+		return nil, err
+	}
+	dd, err := startDnsdist(ctx, c.dnsdistBin, dir, name, conf)
+	if err != nil {
+		return nil, err
+	}
+	defer dd.stop()
+	what := "no cache"
+	if cacheEntries > 0 {
+		what = fmt.Sprintf("packet cache of %d", cacheEntries)
+	}
+	progress("%s: dnsperf %s -> dnsdist %s, %s -> fake upstreams", name, c.perf, dd.addr, what)
+	return measure(ctx, c, dd, dd.addr, queries, upstream, nil)
+}
+
+// measure runs dnsperf at addr and measures what it cost the machine and,
+// when target is not nil, the forwarder target listening there; target nil
+// makes the run a ceiling, addr a fake's. upstream counts the queries the
+// fakes have read so far. done, if not nil, is called as soon as dnsperf
+// has ended, before anything else is read.
+func measure(ctx context.Context, c runConfig, target *child, addr netip.AddrPort, queries string,
+	upstream func() uint64, done func()) (*fwdRun, error) {
+	r := &fwdRun{ceiling: target == nil, scrapeAllocs: -1, allocsPerQuery: -1}
+	var mallocs uint64
+	if target != nil {
+		// Two scrapes in a row while nxdnsd idles tell what one scrape
+		// allocates, so that the per-query figure can leave it out.
+		idle, idleOK := target.mallocs(ctx)
+		var ok bool
+		if mallocs, ok = target.mallocs(ctx); idleOK && ok {
+			r.scrapeAllocs = int64(mallocs - idle)
+		}
+	}
+	up := upstream()
+	self, mc := selfCPUTime(), machineCPU()
+	var cpu time.Duration
+	if target != nil {
+		cpu, _ = target.cpuTime()
+	}
+	var err error
+	r.perf, err = runDNSPerf(ctx, c.dnsperf, queries, addr, c.perf)
 	if done != nil {
 		done()
 	}
@@ -309,13 +508,22 @@ func dnsperfThrough(ctx context.Context, c runConfig, nx *child, queries string,
 		return nil, err
 	}
 	r.fakeCPU, r.machine = selfCPUTime()-self, machineCPU().sub(mc)
-	if after, err := nx.cpuTime(); err == nil {
-		r.nxCPU = after - nxCPU
+	r.upstream = upstream() - up
+	if target == nil {
+		return r, nil
 	}
-	if r.peakRSS, err = nx.peakRSS(); err != nil {
+	select {
+	case <-target.exited:
+		return nil, fmt.Errorf("%s exited during the run: %v (log %s)", target.name, target.err, target.log)
+	default:
+	}
+	if after, err := target.cpuTime(); err == nil {
+		r.cpu = after - cpu
+	}
+	if r.peakRSS, err = target.peakRSS(); err != nil {
 		return nil, err
 	}
-	if after, ok := nx.mallocs(ctx); ok && r.scrapeAllocs >= 0 && r.perf.Completed > 0 {
+	if after, ok := target.mallocs(ctx); ok && r.scrapeAllocs >= 0 && r.perf.Completed > 0 {
 		r.allocsPerQuery = float64(int64(after-mallocs)-r.scrapeAllocs) / float64(r.perf.Completed)
 	}
 	return r, nil
@@ -323,14 +531,15 @@ func dnsperfThrough(ctx context.Context, c runConfig, nx *child, queries string,
 
 // measureDoT is the -dot pass: a fresh nxdnsd with the shipped upstream
 // settings but the fakes' DoT listeners as its upstreams, trusting caFile,
-// and the same dnsperf run through it.
-func measureDoT(ctx context.Context, c runConfig, dir, queries, caFile string, primary, secondary *fake.Server,
-	progress func(string, ...any)) (*dotRun, error) {
+// its cache off as for the UDP row, and the same dnsperf run through it.
+func measureDoT(ctx context.Context, c runConfig, dir, queries, caFile string, cache cacheProbe, primary, secondary *fake.Server,
+	upstream func() uint64, progress func(string, ...any)) (*dotRun, error) {
 	start := time.Now()
 	conf, err := newDaemonConf(primary, secondary, 32, caFile)
 	if err != nil {
 		return nil, err
 	}
+	conf.Cache = cache.enabled(false)
 	nx, err := startChild(ctx, c.nxdnsd, dir, "throughput-dot", conf)
 	if err != nil {
 		return nil, err
@@ -339,11 +548,11 @@ func measureDoT(ctx context.Context, c runConfig, dir, queries, caFile string, p
 	progress("DoT: dnsperf %s -> nxdnsd %s -> fake upstreams over DNS over TLS (%s, %s)",
 		c.perf, nx.addr, primary.TLSAddr(), secondary.TLSAddr())
 	before := primary.Stats()
-	r, err := dnsperfThrough(ctx, c, nx, queries, nil)
+	r, err := measure(ctx, c, nx, nx.addr, queries, upstream, nil)
 	if err != nil {
 		return nil, err
 	}
-	d := &dotRun{nxRun: r, fakeStats: primary.Stats().Sub(before)}
+	d := &dotRun{fwdRun: r, fakeStats: primary.Stats().Sub(before)}
 	nx.stop()
 	d.wall = time.Since(start)
 	return d, nil

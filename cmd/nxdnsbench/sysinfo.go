@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,27 +38,38 @@ func procPeakRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
 }
 
-// procCPUTime returns the user plus system CPU time a process has used, from
-// fields 14 and 15 of /proc/PID/stat.
+// procCPUTime returns the user plus system CPU time a process has used, all
+// its threads, from /proc/PID/stat.
 func procCPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
-	// The command name, field 2, is in parentheses and may hold spaces:
-	// count fields from after its closing parenthesis (field 3 is first).
+	d, err := parseProcStatCPU(b)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return d, nil
+}
+
+// parseProcStatCPU reads utime and stime, fields 14 and 15 of a
+// /proc/PID/stat line, in clock ticks, and returns their sum.
+func parseProcStatCPU(b []byte) (time.Duration, error) {
+	// The command name, field 2, is in parentheses and may hold spaces and
+	// parentheses: count fields from after its last closing parenthesis
+	// (field 3 is first).
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, errors.New("no command name")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return 0, fmt.Errorf("%d fields after the command name", len(f))
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	if err1 != nil || err2 != nil || utime < 0 || stime < 0 {
+		return 0, fmt.Errorf("utime %q stime %q", f[11], f[12])
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
