@@ -1,0 +1,107 @@
+package cache
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestAppendAnswer: the client's ID and spelling, TTLs lowered by the
+// age, stale TTLs, the header as stored, every record as stored but for
+// TTLs, no OPT.
+func TestAppendAnswer(t *testing.T) {
+	t.Parallel()
+	c := New(testConfig())
+	k := keyOf(example)
+	up := example
+	up.id = 4242
+	orig := unpack(t, up.pack(t))
+	c.Put(k, up.pack(t), t0)
+
+	client := new(dns.Msg)
+	client.SetQuestion("WWW.example.COM.", dns.TypeA)
+	cq, _ := client.Pack()
+	question := cq[headerLen:]
+
+	for _, tt := range []struct {
+		name     string
+		age      time.Duration
+		staleTTL uint32
+		question []byte
+		want     []uint32 // answer, authority, additional
+		spelling string
+	}{
+		{"fresh", 0, 0, question, []uint32{300, 120, 120, 3600, 3600}, "WWW.example.COM."},
+		{"aged, rounded down", 100*time.Second + 900*time.Millisecond, 0, question, []uint32{200, 20, 20, 3500, 3500}, "WWW.example.COM."},
+		{"past a TTL: 0", 200 * time.Second, 0, question, []uint32{100, 0, 0, 3400, 3400}, "WWW.example.COM."},
+		{"stale", 4000 * time.Second, 30, question, []uint32{30, 30, 30, 30, 30}, "WWW.example.COM."},
+		{"no question: the stored spelling", 0, 0, nil, []uint32{300, 120, 120, 3600, 3600}, "www.Example.com."},
+		{"another question: the stored spelling", 0, 0, otherQuestion(t), []uint32{300, 120, 120, 3600, 3600}, "www.Example.com."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := c.Get(k, t0.Add(tt.age))
+			prefix := []byte("prefix")
+			out := h.AppendAnswer(prefix, 0xBEEF, tt.question, t0.Add(tt.age), tt.staleTTL)
+			if string(out[:len(prefix)]) != "prefix" || len(out)-len(prefix) != h.Len() {
+				t.Fatalf("appended %d bytes after the prefix, Len %d", len(out)-len(prefix), h.Len())
+			}
+			got := unpack(t, out[len(prefix):])
+			if got.Id != 0xBEEF {
+				t.Errorf("ID %#x", got.Id)
+			}
+			if got.Question[0].Name != tt.spelling {
+				t.Errorf("question %q, want %q", got.Question[0].Name, tt.spelling)
+			}
+			if got.IsEdns0() != nil {
+				t.Error("an OPT record in the answer")
+			}
+			if g, w := got.MsgHdr, orig.MsgHdr; g.Response != w.Response || g.RecursionAvailable != w.RecursionAvailable ||
+				g.RecursionDesired != w.RecursionDesired || g.Rcode != w.Rcode || g.Authoritative != w.Authoritative {
+				t.Errorf("header %+v, stored %+v", g, w)
+			}
+			gotRRs := append(append(got.Answer, got.Ns...), got.Extra...)
+			wantRRs := append(append(orig.Answer, orig.Ns...), orig.Extra[:len(orig.Extra)-1]...) // less the OPT
+			if len(gotRRs) != len(wantRRs) {
+				t.Fatalf("%d records, want %d", len(gotRRs), len(wantRRs))
+			}
+			for i, rr := range gotRRs {
+				if rr.Header().Ttl != tt.want[i] {
+					t.Errorf("record %d TTL %d, want %d", i, rr.Header().Ttl, tt.want[i])
+				}
+				w := dns.Copy(wantRRs[i])
+				w.Header().Ttl = rr.Header().Ttl
+				if !dns.IsDuplicate(rr, w) {
+					t.Errorf("record %d: %v, want %v", i, rr, w)
+				}
+			}
+		})
+	}
+}
+
+func otherQuestion(t *testing.T) []byte {
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.org.", dns.TypeA) // as long, another name
+	b, _ := m.Pack()
+	return b[headerLen:]
+}
+
+// TestAppendAnswerNoAlloc: with room in dst, a hit allocates nothing.
+func TestAppendAnswerNoAlloc(t *testing.T) {
+	c := New(testConfig())
+	k := keyOf(example)
+	c.Put(k, example.pack(t), t0)
+	buf := make([]byte, 0, 4096)
+	q := example.pack(t)[headerLen : headerLen+len("www.Example.com.")+1+4]
+	allocs := testing.AllocsPerRun(100, func() {
+		h, _ := c.Get(k, t0.Add(time.Second))
+		buf = h.AppendAnswer(buf[:0], 1, q, t0.Add(time.Second), 0)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per hit", allocs)
+	}
+	if binary.BigEndian.Uint16(buf) != 1 {
+		t.Fatal("nothing appended")
+	}
+}

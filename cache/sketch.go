@@ -1,0 +1,108 @@
+package cache
+
+import "sync/atomic"
+
+// sketch is a count-min sketch of how often each key hash was asked for,
+// in 4-bit counters that halve every resetAt additions so that old
+// popularity fades (TinyLFU, Einziger et al.). As in Caffeine's, the four
+// counters of a hash lie in one 64-byte block: one cache line per lookup.
+//
+// Counters are updated with atomic operations and no lock; a lost update
+// under contention only makes an estimate a little low. A counter at 15
+// is not written again, so the names asked most cost their lookups only
+// loads.
+type sketch struct {
+	table     []atomic.Uint64 // blocks of 8 words of 16 counters each
+	blockMask uint64          // the number of blocks - 1
+	additions atomic.Int64    // counter increments since the last halving
+	resetAt   int64
+	resetting atomic.Bool
+}
+
+const (
+	// sketchBytesPer is how many bytes of MaxBytes buy one 8-byte word of
+	// 16 counters: a sketch of MaxBytes/64, some 9 counters for each of
+	// the ~300-byte entries a cache typically holds (Caffeine gives 16;
+	// TestFloodKeepsHotNames passes with half as many).
+	sketchBytesPer = 512
+	// resetPerWord sets the halving period, in additions per word: about
+	// 10 for each ~300-byte entry the cache may hold, the period of
+	// TinyLFU's paper and of Caffeine.
+	resetPerWord = 16
+)
+
+func (s *sketch) init(maxBytes int) {
+	words := 8
+	for words < maxBytes/sketchBytesPer {
+		words *= 2
+	}
+	s.table = make([]atomic.Uint64, words)
+	s.blockMask = uint64(words/8 - 1)
+	s.resetAt = int64(words * resetPerWord)
+}
+
+// slot is where the i-th counter of h lies: its word and its shift within.
+func (s *sketch) slot(h uint64, i int) (word uint64, shift uint64) {
+	block := (h & s.blockMask) << 3
+	// The counter choice takes other bits than the block's: the top
+	// ones, after a multiply that spreads them.
+	c := h * 0x9E3779B97F4A7C15
+	return block + uint64(i)<<1 + c>>(32+i)&1, c >> (40 + 4*i) & 15 << 2
+}
+
+// increment counts one lookup of h: conservative update (only the
+// counters at the minimum grow), which makes the estimates tighter.
+func (s *sketch) increment(h uint64) {
+	var words [4]uint64
+	var shifts [4]uint64
+	least := uint64(15)
+	for i := range 4 {
+		words[i], shifts[i] = s.slot(h, i)
+		least = min(least, s.table[words[i]].Load()>>shifts[i]&15)
+	}
+	if least == 15 {
+		return
+	}
+	for i := range 4 {
+		w := &s.table[words[i]]
+		for {
+			old := w.Load()
+			if old>>shifts[i]&15 != least || w.CompareAndSwap(old, old+1<<shifts[i]) {
+				break
+			}
+		}
+	}
+	if s.additions.Add(1) >= s.resetAt {
+		s.reset()
+	}
+}
+
+// frequency estimates how often h was asked for, 0 to 15.
+func (s *sketch) frequency(h uint64) uint8 {
+	least := uint64(15)
+	for i := range 4 {
+		w, shift := s.slot(h, i)
+		least = min(least, s.table[w].Load()>>shift&15)
+	}
+	return uint8(least)
+}
+
+// reset halves every counter; the lookup that finds the period over pays
+// for it (some 2,048 words per MiB of MaxBytes: a few microseconds), one
+// at a time.
+func (s *sketch) reset() {
+	if !s.resetting.CompareAndSwap(false, true) {
+		return
+	}
+	for i := range s.table {
+		w := &s.table[i]
+		for {
+			old := w.Load()
+			if w.CompareAndSwap(old, old>>1&0x7777777777777777) {
+				break
+			}
+		}
+	}
+	s.additions.Add(-s.resetAt / 2)
+	s.resetting.Store(false)
+}
