@@ -18,6 +18,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/admin"
+	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
@@ -30,6 +31,7 @@ type Daemon struct {
 	cfg     *config.Config
 	log     *zap.Logger
 	pool    *actors.Pool
+	cache   *cache.Cache // or nil: cache.enabled is false
 	handler *query.Handler
 	server  *wire.Server
 	closers []wire.Transport // every upstream and forward-zone client, closed at shutdown
@@ -105,11 +107,13 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		d.closers = append(d.closers, f)
 		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
 	}
+	d.cache = d.newCache()
 	d.handler, err = query.NewHandler(query.HandlerConfig{
 		Zones:   zones,
 		Records: localRecords(cfg.LocalRecords),
 		Pool:    d.pool,
 		Hooks:   &observer{metrics: d.metrics, qlog: d.qlog},
+		Cache:   d.cacheConfig(),
 	})
 	if err != nil {
 		return nil, err
@@ -176,6 +180,9 @@ func adminString(ap netip.AddrPort) string {
 
 // abandon releases whatever New built, for a New or a Start that failed.
 func (d *Daemon) abandon() {
+	if d.handler != nil {
+		d.handler.Close()
+	}
 	if d.pool != nil {
 		d.pool.Close()
 	}
@@ -204,6 +211,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			err = aerr
 		}
 	}
+	d.handler.Close() // the cache's refreshes end
+	d.saveCache()
 	d.pool.Close()
 	d.closeTransports()
 	d.closeQueryLog()

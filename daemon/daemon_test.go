@@ -37,10 +37,12 @@ func startDaemon(tb testing.TB, src string) *started {
 }
 
 // runDaemon starts a daemon on the configuration src with the test seams
-// opts, and shuts it down when the test ends.
+// opts, and shuts it down when the test ends. Unless src has a [cache]
+// table the answer cache is off: the tests of forwarding count what
+// reaches the upstreams.
 func runDaemon(tb testing.TB, src string, opts options) *started {
 	tb.Helper()
-	cfg, err := config.Parse([]byte(src))
+	cfg, err := config.Parse([]byte(withoutCache(src)))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
@@ -69,6 +71,14 @@ func (s *started) addr(proto string) string {
 		return s.tcp
 	}
 	return s.udp
+}
+
+// withoutCache turns the answer cache off in src unless src configures it.
+func withoutCache(src string) string {
+	if strings.Contains(src, "[cache]") {
+		return src
+	}
+	return src + "\n[cache]\nenabled = false\n"
 }
 
 func upstreamTOML(addrs ...string) string {

@@ -46,6 +46,9 @@ func (o *observer) QueryDone(e *query.Entry) {
 	if e.Source == query.SourceForwardZone {
 		o.metrics.ForwardZone(e.Zone, e.ZoneOutcome)
 	}
+	if e.CacheResult != "" {
+		o.metrics.CacheLookup(e.CacheResult)
+	}
 	if o.qlog != nil && !o.qlog.Log(e) {
 		o.metrics.QueryLogDropped()
 	}

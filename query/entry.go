@@ -14,6 +14,8 @@ const (
 	SourceLocal       = "local"        // a configured local record, answered here
 	SourceForwardZone = "forward_zone" // the resolver of a forward zone
 	SourcePool        = "pool"         // the upstream pool
+	SourceCache       = "cache"        // a fresh cached answer, or a remembered failure
+	SourceStale       = "stale"        // an expired cached answer (RFC 8767)
 )
 
 // Outcomes of a forward-zone exchange, the outcome label of
@@ -72,6 +74,11 @@ type Entry struct {
 	// PoolErr is the pool's error (see actors.Result.Err), nil when the pool
 	// answered or was not asked.
 	PoolErr error
+
+	// CacheResult is how the answer cache's lookup ended (CacheHit,
+	// CacheMiss, CacheStale, CacheCachedFailure), "" when the cache was not
+	// asked (no cache, or a name answered before it).
+	CacheResult string
 }
 
 // Hooks observes queries. The daemon implements it with the query log and

@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -31,6 +32,9 @@ type HandlerConfig struct {
 
 	// Hooks observes every answered query, or nil.
 	Hooks Hooks
+
+	// Cache is the answer cache and its policy; the zero value is none.
+	Cache CacheConfig
 }
 
 // Errors of NewHandler; each wraps the detail of the first problem found.
@@ -43,10 +47,12 @@ var (
 // Handler answers client queries. It is immutable once built and safe for
 // concurrent use by every listener.
 type Handler struct {
-	local localTable
-	zones zoneTable
-	pool  Pool  // always non-nil
-	hooks Hooks // or nil
+	local   localTable
+	zones   zoneTable
+	pool    Pool        // always non-nil
+	hooks   Hooks       // or nil
+	cache   CacheConfig // cache.Cache nil: no cache
+	refresh *refresher  // nil without a cache
 }
 
 // NewHandler builds a Handler, checking the zones and records. An error
@@ -64,12 +70,25 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{
+	h := &Handler{
 		local: local,
 		zones: zones,
 		pool:  cfg.Pool,
 		hooks: cfg.Hooks,
-	}, nil
+		cache: cfg.Cache,
+	}
+	if h.cache.Cache != nil {
+		h.refresh = newRefresher(h)
+	}
+	return h, nil
+}
+
+// Close ends the cache's background refreshes and waits for them. Call it
+// once the listeners have stopped, before the pool is closed.
+func (h *Handler) Close() {
+	if h.refresh != nil {
+		h.refresh.close()
+	}
 }
 
 // trailCap is how many attempts the reused trail holds before the pool's
@@ -162,6 +181,16 @@ func (h *Handler) resolve(ctx context.Context, r *request, e *Entry, s *scratch,
 		return m, nil, 0
 	}
 	z := h.zones.match(r.lname)
+	if h.cache.Cache == nil {
+		return h.resolveFrom(ctx, r, z, e, s, buf, nil)
+	}
+	return h.resolveCached(ctx, r, z, e, s, buf)
+}
+
+// resolveFrom answers r from its forward zone z, or the pool when z is nil,
+// and with a cache key k (or nil) stores the answer or remembers the
+// failure.
+func (h *Handler) resolveFrom(ctx context.Context, r *request, z *Zone, e *Entry, s *scratch, buf []byte, k *cache.Key) (*dns.Msg, []byte, int) {
 	q := r.query(s, buf)
 	switch {
 	case q == nil:
@@ -172,7 +201,7 @@ func (h *Handler) resolve(ctx context.Context, r *request, e *Entry, s *scratch,
 		}
 		return r.reply(dns.RcodeServerFailure), nil, 0
 	case z != nil:
-		return r.forward(ctx, z, q, e)
+		return h.forward(ctx, r, z, q, e, k)
 	}
-	return h.fromPool(ctx, r, q, e, s)
+	return h.fromPool(ctx, r, q, e, s, k)
 }

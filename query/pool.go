@@ -7,6 +7,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -27,7 +28,10 @@ type Pool interface {
 // fromPool answers r through the pool: the upstream's answer as it is, or
 // SERVFAIL for every error. It fills the entry's source, the pool's
 // attribution (untouched: the pool alone decides who is to blame) and trail.
-func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *Entry, s *scratch) (*dns.Msg, []byte, int) {
+//
+// With a cache key k (nil: no cache) the answer is stored, or the failure
+// remembered.
+func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *Entry, s *scratch, k *cache.Key) (*dns.Msg, []byte, int) {
 	res := h.pool.Exchange(ctx, q, e.Time, s.trail[:0])
 	e.Source = SourcePool
 	e.Upstream = res.Upstream
@@ -35,7 +39,13 @@ func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *En
 	e.Attempts = res.Attempts
 	e.PoolErr = res.Err
 	if res.Err != nil {
-		return r.reply(dns.RcodeServerFailure), nil, 0
+		if k != nil {
+			h.remember(ctx, *k, res.Err, e.Time)
+		}
+		return r.poolFailure(res), nil, 0
+	}
+	if k != nil {
+		h.store(*k, res.Answer, e.Time)
 	}
 	return r.answer(q, res.Answer)
 }

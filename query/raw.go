@@ -41,15 +41,30 @@ func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out 
 		raw = raw[:l.OPT+n]
 		binary.BigEndian.PutUint16(raw[10:], binary.BigEndian.Uint16(raw[10:])-1)
 	case l.OPT < 0 && r.edns:
-		var flags byte
-		if r.do {
-			flags = 0x80 // DO is the top bit of the OPT's flags (RFC 3225)
-		}
-		raw = append(raw, 0, 0, byte(dns.TypeOPT), wire.EDNSSize>>8, wire.EDNSSize&0xFF, 0, 0, flags, 0, 0, 0)
-		binary.BigEndian.PutUint16(raw[10:], binary.BigEndian.Uint16(raw[10:])+1)
+		raw = appendOPT(raw, r.do, 0)
 	}
 	if len(raw) > r.limit {
 		return raw, rcode, false
 	}
 	return raw, rcode, true
+}
+
+// appendOPT appends an OPT record advertising wire.EDNSSize, with the DO
+// bit when do is set and, when code is not 0, an Extended DNS Error with
+// that code and no text, to the message in b, and counts it in ARCOUNT.
+func appendOPT(b []byte, do bool, code uint16) []byte {
+	var flags byte
+	if do {
+		flags = 0x80 // DO is the top bit of the OPT's flags (RFC 3225)
+	}
+	var rdlen byte
+	if code != 0 {
+		rdlen = 6 // option code, option length, INFO-CODE
+	}
+	b = append(b, 0, 0, byte(dns.TypeOPT), wire.EDNSSize>>8, wire.EDNSSize&0xFF, 0, 0, flags, 0, 0, rdlen)
+	if code != 0 {
+		b = append(b, 0, byte(dns.EDNS0EDE), 0, 2, byte(code>>8), byte(code))
+	}
+	binary.BigEndian.PutUint16(b[10:], binary.BigEndian.Uint16(b[10:])+1)
+	return b
 }

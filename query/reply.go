@@ -157,6 +157,12 @@ func (r *request) fit(m *dns.Msg) ([]byte, error) {
 	if err != nil || len(b) <= r.limit {
 		return b, err
 	}
+	// An Extended DNS Error goes before anything else does (spec section 3).
+	if dropEDE(m) {
+		if b, err = m.Pack(); err != nil || len(b) <= r.limit {
+			return b, err
+		}
+	}
 	m.Truncate(r.limit)
 	if b, err = m.Pack(); err != nil || len(b) <= r.limit {
 		return b, err

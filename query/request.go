@@ -58,6 +58,9 @@ type request struct {
 	extra [1]dns.RR
 	opt   dns.OPT
 
+	// raw is the client's query as it came, valid during ServeDNS only.
+	raw []byte
+
 	// common is the client's query when parseCommon took it: msg packed is
 	// these bytes but for the header's flags (see packTrimmed). Valid
 	// during ServeDNS only.
@@ -108,6 +111,7 @@ func (r *request) header(raw []byte, proto string) bool {
 		// Answering a response invites reflection loops between servers.
 		return false
 	}
+	r.raw = raw
 	r.id = binary.BigEndian.Uint16(raw)
 	r.opcode = int(bits>>11) & 0xF
 	r.rd = bits&wire.FlagRD != 0

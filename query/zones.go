@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
@@ -79,20 +80,28 @@ func (t zoneTable) match(lname string) *Zone {
 
 // forward answers r, packed as q, through zone z's resolver. Its answer
 // goes to the client as it is, rcode included; a failed exchange answers
-// SERVFAIL. It fills the entry's source, resolver and zone outcome.
-func (r *request) forward(ctx context.Context, z *Zone, q *wire.Query, e *Entry) (*dns.Msg, []byte, int) {
+// SERVFAIL. It fills the entry's source, resolver and zone outcome. With a
+// cache key k (nil: no cache) the answer is stored, or the failure
+// remembered.
+func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *wire.Query, e *Entry, k *cache.Key) (*dns.Msg, []byte, int) {
 	e.Source, e.Upstream, e.Zone = SourceForwardZone, z.Resolver, z.Name
 	a, err := z.Client.Exchange(ctx, q, time.Time{}) // the client bounds it with its read timeout
 	switch {
 	case err == nil && (a.Msg != nil || a.Raw != nil):
 		e.ZoneOutcome = ZoneAnswer
+		if k != nil {
+			h.store(*k, a, e.Time)
+		}
 		return r.answer(q, a)
 	case isTimeout(err):
 		e.ZoneOutcome = ZoneTimeout
 	default:
 		e.ZoneOutcome = ZoneError
 	}
-	return r.reply(dns.RcodeServerFailure), nil, 0
+	if k != nil {
+		h.remember(ctx, *k, err, e.Time)
+	}
+	return r.zoneFailure(z.Resolver, e.ZoneOutcome), nil, 0
 }
 
 // isTimeout reports whether a forward-zone exchange failed because its

@@ -49,6 +49,11 @@ func rawReply(raw []byte, rcode int) []byte {
 	return out
 }
 
+// QuestionLen returns the length of the question at the start of b, a
+// message's bytes from offset HeaderLen: its name, type and class, or 0
+// when there is no well-formed one. See questionLen.
+func QuestionLen(b []byte) int { return questionLen(b) }
+
 // questionLen returns the length of the question at the start of b (name,
 // type and class), or 0 when there is no well-formed one. A compression
 // pointer cannot occur in a first question (it would point into the

@@ -1,0 +1,190 @@
+package query
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/cache"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// CacheConfig turns the answer cache on (spec section 10). The zero value
+// leaves it off.
+type CacheConfig struct {
+	// Cache holds the answers, or nil for no cache.
+	Cache *cache.Cache
+
+	// Prefetch refreshes an entry asked in the last 10 % of its lifetime.
+	Prefetch bool
+
+	// ServeStale answers with an expired entry (RFC 8767) when resolving
+	// it fails or takes longer than StaleClientTimeout; StaleAnswerTTL is
+	// the TTL such an answer carries.
+	ServeStale         bool
+	StaleAnswerTTL     time.Duration
+	StaleClientTimeout time.Duration
+
+	// AllDown reports whether every enabled upstream is in backoff: a
+	// stale answer then goes out at once. Nil: never.
+	AllDown func() bool
+
+	// OnPrefetch hears how each background refresh ended, or is nil.
+	OnPrefetch func(answered bool)
+}
+
+// Lookup results of the answer cache, Entry.CacheResult.
+const (
+	CacheHit           = "hit"
+	CacheMiss          = "miss"
+	CacheStale         = "stale"
+	CacheCachedFailure = "cached_failure"
+)
+
+// cacheKey is r's key in the answer cache: its question, case folded, and
+// its DO and CD bits.
+func (r *request) cacheKey() cache.Key {
+	return cache.Key{Name: r.lname, Type: r.question[0].Qtype, Class: r.question[0].Qclass, DO: r.do, CD: r.cd}
+}
+
+// fromCache answers r with a cached entry: its bytes for this client, with
+// TTLs lowered by its age, or all staleTTL with an Extended DNS Error of
+// code ede for a stale one (ede 0: none). An answer too large for the
+// client's UDP size is parsed and truncated as any other.
+func (r *request) fromCache(hit cache.Hit, now time.Time, staleTTL uint32, ede uint16, buf []byte) (*dns.Msg, []byte, int) {
+	out := hit.AppendAnswer(buf[:0], r.id, r.questionBytes(), now, staleTTL)
+	// The client's RD, not the one of the query that filled the entry.
+	flags := wire.Flags(out) &^ wire.FlagRD
+	if r.rd {
+		flags |= wire.FlagRD
+	}
+	binary.BigEndian.PutUint16(out[2:], flags)
+	rcode := hit.Rcode()
+	if r.edns {
+		plain := len(out)
+		out = appendOPT(out, r.do, ede)
+		if len(out) > r.limit && ede != 0 {
+			// The EDE goes first (spec section 3).
+			out = appendOPT(out[:plain], r.do, 0)
+			binary.BigEndian.PutUint16(out[10:], binary.BigEndian.Uint16(out[10:])-1)
+		}
+	}
+	if len(out) <= r.limit {
+		return nil, out, rcode
+	}
+	m := new(dns.Msg)
+	if err := m.Unpack(out); err != nil {
+		return r.reply(dns.RcodeServerFailure), nil, 0
+	}
+	return m, nil, 0
+}
+
+// questionBytes is the client's question section as it sent it.
+func (r *request) questionBytes() []byte {
+	n := wire.QuestionLen(r.raw[wire.HeaderLen:])
+	return r.raw[wire.HeaderLen : wire.HeaderLen+n]
+}
+
+// store puts a resolver's answer to r in the cache: its bytes as they
+// came, or the parsed message packed again (never one that may hold a
+// record parsed leniently: its bytes may not parse).
+func (h *Handler) store(k cache.Key, a wire.Answer, now time.Time) {
+	raw := a.Raw
+	if raw == nil {
+		if a.Msg == nil || mayBeLenient(a.Msg) {
+			return
+		}
+		var err error
+		if raw, err = a.Msg.Pack(); err != nil {
+			return
+		}
+	}
+	h.cache.Cache.Put(k, raw, now)
+}
+
+// remember records that resolving k failed here (RFC 9520), unless the
+// query was only cancelled.
+func (h *Handler) remember(ctx context.Context, k cache.Key, err error, now time.Time) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	h.cache.Cache.PutFailure(k, now)
+}
+
+// resolveCached is resolve's last steps with the cache on (spec section 3,
+// step 3, and section 10): a fresh entry answers at once (and may start a
+// prefetch), a remembered failure answers SERVFAIL, a stale one waits a
+// little for its refresh; otherwise r is resolved and its answer stored.
+func (h *Handler) resolveCached(ctx context.Context, r *request, z *Zone, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
+	now := e.Time
+	k := r.cacheKey()
+	hit, st := h.cache.Cache.Get(k, now)
+	switch st {
+	case cache.Fresh:
+		e.Source, e.CacheResult = SourceCache, CacheHit
+		if h.cache.Prefetch && hit.PrefetchDue(now) && hit.ClaimRefresh() {
+			if packed, err := r.packTrimmed(s.packed[:]); err == nil {
+				h.refresh.start(k, r, packed, z, hit.Release)
+			} else {
+				hit.Release()
+			}
+		}
+		return r.fromCache(hit, now, 0, 0, buf)
+	case cache.Failure:
+		e.Source, e.CacheResult = SourceCache, CacheCachedFailure
+		return withEDE(r.reply(dns.RcodeServerFailure), edeCachedError, ""), nil, 0
+	case cache.Stale:
+		e.CacheResult = CacheStale
+		if h.cache.ServeStale {
+			return h.resolveStale(ctx, r, z, k, hit, e, s, buf)
+		}
+	default:
+		e.CacheResult = CacheMiss
+	}
+	return h.resolveFrom(ctx, r, z, e, s, buf, &k)
+}
+
+// resolveStale answers r, whose entry hit has expired but may still be
+// served (RFC 8767): it starts (or joins) the entry's refresh and waits for
+// it up to StaleClientTimeout — not at all while every upstream is in
+// backoff — then answers fresh when the refresh stored an answer in time,
+// else with the stale entry: TTL StaleAnswerTTL and EDE 3 (19 for
+// NXDOMAIN). A refresh still running goes on to refresh the entry.
+func (h *Handler) resolveStale(ctx context.Context, r *request, z *Zone, k cache.Key, hit cache.Hit, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
+	if packed, err := r.packTrimmed(s.packed[:]); err == nil {
+		f := h.refresh.start(k, r, packed, z, nil)
+		allDown := z == nil && h.cache.AllDown != nil && h.cache.AllDown()
+		if !allDown && waitFlight(ctx, f, h.cache.StaleClientTimeout) && f.ok {
+			now := time.Now()
+			if fresh, st := h.cache.Cache.Get(k, now); st == cache.Fresh {
+				e.Source, e.Upstream = SourcePool, f.upstream
+				if z != nil {
+					e.Source, e.Zone, e.ZoneOutcome = SourceForwardZone, z.Name, ZoneAnswer
+				}
+				return r.fromCache(fresh, now, 0, 0, buf)
+			}
+		}
+	}
+	e.Source = SourceStale
+	code := uint16(edeStaleAnswer)
+	if hit.Rcode() == dns.RcodeNameError {
+		code = edeStaleNXDomain
+	}
+	return r.fromCache(hit, e.Time, uint32(h.cache.StaleAnswerTTL/time.Second), code, buf)
+}
+
+// waitFlight waits for f to end, at most d, and reports whether it ended.
+func waitFlight(ctx context.Context, f *flight, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
