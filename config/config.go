@@ -45,6 +45,7 @@ type UpstreamPolicy struct {
 	FailureThreshold int `toml:"failure_threshold"`  // consecutive recorded failures before backoff
 	BackoffMS        int `toml:"backoff_ms"`         // first backoff
 	BackoffMaxMS     int `toml:"backoff_max_ms"`     // backoff ceiling
+	ProbeTimeoutMS   int `toml:"probe_timeout_ms"`   // observation interval of one health probe
 }
 
 // Upstream is one [[upstreams]] entry. Priority is its position in the list.
@@ -81,6 +82,9 @@ func (p UpstreamPolicy) Backoff() time.Duration { return ms(p.BackoffMS) }
 
 // BackoffMax is backoff_max_ms as a duration.
 func (p UpstreamPolicy) BackoffMax() time.Duration { return ms(p.BackoffMaxMS) }
+
+// ProbeTimeout is probe_timeout_ms as a duration.
+func (p UpstreamPolicy) ProbeTimeout() time.Duration { return ms(p.ProbeTimeoutMS) }
 
 // TCPIdleTimeout is tcp_idle_timeout_ms as a duration.
 func (s Server) TCPIdleTimeout() time.Duration { return ms(s.TCPIdleTimeoutMS) }

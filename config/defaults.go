@@ -58,6 +58,7 @@ func Default() Config {
 			FailureThreshold: 3,
 			BackoffMS:        1000,
 			BackoffMaxMS:     30000,
+			ProbeTimeoutMS:   1000,
 		},
 		Cache: Cache{
 			Enabled:              true,

@@ -97,6 +97,7 @@ read_timeout_ms = 50
 failure_threshold = 1
 backoff_ms = 10
 backoff_max_ms = 10
+probe_timeout_ms = 20
 [[upstreams]]
 name = "primary"
 address = "tls://dns.example:853"
@@ -139,7 +140,7 @@ level = "error"
 `)
 	want := Config{
 		Server:   Server{Listen: []string{"0.0.0.0:53", "[::]:53"}, TCPIdleTimeoutMS: 3000, MaxTCPConnections: 10, MaxConcurrentQueries: 20},
-		Upstream: UpstreamPolicy{AttemptTimeoutMS: 100, TotalTimeoutMS: 100, ReadTimeoutMS: 50, FailureThreshold: 1, BackoffMS: 10, BackoffMaxMS: 10},
+		Upstream: UpstreamPolicy{AttemptTimeoutMS: 100, TotalTimeoutMS: 100, ReadTimeoutMS: 50, FailureThreshold: 1, BackoffMS: 10, BackoffMaxMS: 10, ProbeTimeoutMS: 20},
 		Upstreams: []Upstream{
 			{Name: "primary", Address: "tls://dns.example:853", IP: "192.0.2.53", Slots: 1, CAFile: ca, Enabled: ptr(false)},
 			{Name: "udp://192.0.2.1:53", Address: "udp://192.0.2.1:53", Slots: 4096, Enabled: ptr(true)},
@@ -385,6 +386,7 @@ func TestDurations(t *testing.T) {
 		{"ReadTimeout", d.Upstream.ReadTimeout(), 2 * time.Second},
 		{"Backoff", d.Upstream.Backoff(), time.Second},
 		{"BackoffMax", d.Upstream.BackoffMax(), 30 * time.Second},
+		{"ProbeTimeout", d.Upstream.ProbeTimeout(), time.Second},
 		{"TCPIdleTimeout", d.Server.TCPIdleTimeout(), 10 * time.Second},
 	} {
 		if tt.got != tt.want {

@@ -118,6 +118,7 @@ func (ck *checker) policy(p UpstreamPolicy) {
 	if p.BackoffMS > 0 && p.BackoffMaxMS > 0 && p.BackoffMaxMS < p.BackoffMS {
 		ck.add("upstream.backoff_max_ms", "%d is less than backoff_ms (%d)", p.BackoffMaxMS, p.BackoffMS)
 	}
+	ck.inRange("upstream.probe_timeout_ms", p.ProbeTimeoutMS, 1, MaxMilliseconds)
 }
 
 // upstreams checks [[upstreams]] and sets each one's parsed fields.

@@ -56,6 +56,9 @@ func TestRules(t *testing.T) {
 		{"backoff 0", "[upstream]\nbackoff_ms = 0" + okUpstream, []string{"upstream.backoff_ms"}},
 		{"backoff max below backoff", "[upstream]\nbackoff_ms = 2000\nbackoff_max_ms = 1999" + okUpstream, []string{"upstream.backoff_max_ms"}},
 		{"backoff max equals backoff", "[upstream]\nbackoff_ms = 2000\nbackoff_max_ms = 2000" + okUpstream, nil},
+		{"probe timeout 0", "[upstream]\nprobe_timeout_ms = 0" + okUpstream, []string{"upstream.probe_timeout_ms"}},
+		{"probe timeout negative", "[upstream]\nprobe_timeout_ms = -1" + okUpstream, []string{"upstream.probe_timeout_ms"}},
+		{"probe timeout 1", "[upstream]\nprobe_timeout_ms = 1" + okUpstream, nil},
 
 		// [cache]
 		{"cache size 0", "[cache]\nsize_mib = 0" + okUpstream, []string{"cache.size_mib"}},
