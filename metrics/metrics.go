@@ -57,20 +57,19 @@ type Config struct {
 // nothing for the series New created; they take no lock but the library's
 // brief one per histogram update.
 type Metrics struct {
-	set       *vm.Set
-	upstreams []string
+	set *vm.Set
 
 	queries       [len(protos)][rcodeCache]atomic.Pointer[vm.Counter] // by proto index, rcode; filled lazily past initRcodes
 	queryDuration *vm.PrometheusHistogram
 
-	attempts        [][len(actors.Outcomes)]*vm.Counter // by upstream index, then outcome
-	attemptDuration []*vm.PrometheusHistogram           // by upstream index
+	first *Upstreams // the series of cfg.Upstreams: the observer of the pool built at start
 
-	zones map[string]*[len(zoneOutcomes)]*vm.Counter // read-only after New
+	zones atomic.Pointer[zoneSet] // never nil; replaced whole by UseZones
 
 	overloadRefused *vm.Counter
 	panics          *vm.Counter
 	queryLogDropped *vm.Counter
+	reloads         [len(reloadResults)]*vm.Counter
 
 	cache      cacheCounters
 	pool       atomic.Pointer[poolRef]  // nil until AttachPool
@@ -90,11 +89,7 @@ func New(cfg Config) *Metrics {
 	s := vm.NewSet()
 	m := &Metrics{
 		set:             s,
-		upstreams:       append([]string(nil), cfg.Upstreams...),
 		queryDuration:   s.NewPrometheusHistogramExt("nxdns_query_duration_seconds", durationBuckets),
-		attempts:        make([][len(actors.Outcomes)]*vm.Counter, len(cfg.Upstreams)),
-		attemptDuration: make([]*vm.PrometheusHistogram, len(cfg.Upstreams)),
-		zones:           make(map[string]*[len(zoneOutcomes)]*vm.Counter, len(cfg.Zones)),
 		overloadRefused: s.NewCounter("nxdns_overload_refused_total"),
 		panics:          s.NewCounter("nxdns_panics_total"),
 		queryLogDropped: s.NewCounter("nxdns_query_log_dropped_total"),
@@ -105,23 +100,11 @@ func New(cfg Config) *Metrics {
 			m.queryCounter(p, rc)
 		}
 	}
-	for i, name := range cfg.Upstreams {
-		up := `upstream="` + escape(name) + `"`
-		for _, o := range actors.Outcomes {
-			m.attempts[i][o] = s.NewCounter(`nxdns_upstream_attempts_total{` + up + `,outcome="` + o.String() + `"}`)
-		}
-		m.attemptDuration[i] = s.NewPrometheusHistogramExt(`nxdns_upstream_attempt_duration_seconds{`+up+`}`, durationBuckets)
+	for i, r := range reloadResults {
+		m.reloads[i] = s.NewCounter(`nxdns_config_reloads_total{result="` + r + `"}`)
 	}
-	for _, z := range cfg.Zones {
-		if _, dup := m.zones[z]; dup {
-			continue
-		}
-		var cs [len(zoneOutcomes)]*vm.Counter
-		for i, o := range zoneOutcomes {
-			cs[i] = s.NewCounter(zoneSeries(z, o))
-		}
-		m.zones[z] = &cs
-	}
+	m.first = m.Upstreams(cfg.Upstreams)
+	m.UseZones(cfg.Zones)
 	s.RegisterMetricsWriter(m.writePool)
 	s.RegisterMetricsWriter(m.writeCache)
 	return m
@@ -129,12 +112,10 @@ func New(cfg Config) *Metrics {
 
 // ObserveAttempt counts one pool attempt by how it ended and records its
 // duration (actors.Observer).
+// The upstream is an index of cfg.Upstreams: a pool built later, on a
+// reload, observes through its own Upstreams.
 func (m *Metrics) ObserveAttempt(upstream int, o actors.Outcome, d time.Duration) {
-	if upstream < 0 || upstream >= len(m.attempts) || int(o) >= len(actors.Outcomes) {
-		return // not a configured upstream or outcome: nothing to attribute it to
-	}
-	m.attempts[upstream][o].Inc()
-	m.attemptDuration[upstream].Update(d.Seconds())
+	m.first.ObserveAttempt(upstream, o, d)
 }
 
 // Query counts one answered client query by protocol ("udp", "tcp") and
@@ -166,7 +147,7 @@ func (m *Metrics) queryCounter(p, rcode int) *vm.Counter {
 // ForwardZone counts one forward-zone exchange of zone by its outcome
 // (query.ZoneAnswer, ZoneTimeout or ZoneError).
 func (m *Metrics) ForwardZone(zone, outcome string) {
-	if cs, ok := m.zones[zone]; ok {
+	if cs, ok := m.zones.Load().counters[zone]; ok {
 		for i, o := range zoneOutcomes {
 			if o == outcome {
 				cs[i].Inc()

@@ -24,12 +24,19 @@ var (
 	_ actors.Observer = (*Metrics)(nil)
 )
 
-type poolRef struct{ Pool }
+// poolRef is the pool the scrape reads and the names of its upstreams, by
+// index: swapped together, so one scrape never pairs a pool with another
+// pool's names.
+type poolRef struct {
+	Pool
+	ups *Upstreams // always non-nil
+}
 
-// AttachPool makes the scrape read p. The pool needs the Metrics as its
-// observer before it exists, hence the two steps; call it before the first
-// scrape. Until then the pool's series read zero.
-func (m *Metrics) AttachPool(p Pool) { m.pool.Store(&poolRef{p}) }
+// AttachPool makes the scrape read p, the pool of Config.Upstreams. The
+// pool needs the Metrics as its observer before it exists, hence the two
+// steps; call it before the first scrape. Until then the pool's series
+// read zero.
+func (m *Metrics) AttachPool(p Pool) { m.UsePool(p, m.first) }
 
 // writePool renders the families the pool counts itself. They are written
 // here rather than as the set's callback gauges because the library
@@ -44,8 +51,10 @@ func (m *Metrics) writePool(w io.Writer) {
 		st                []actors.Status
 		exhausted, queued uint64
 		queuedSeconds     float64
+		names             = m.first.names
 	)
 	if ref := m.pool.Load(); ref != nil {
+		names = ref.ups.names
 		// After Sync, every outcome of every query answered before this
 		// scrape began is in the counts.
 		ref.Sync()
@@ -59,10 +68,10 @@ func (m *Metrics) writePool(w io.Writer) {
 		return actors.Status{}
 	}
 
-	b := make([]byte, 0, 256+len(m.upstreams)*5*64)
+	b := make([]byte, 0, 256+len(names)*5*64)
 	perUpstream := func(family, kind string, value func(actors.Status) uint64) {
 		b = appendMetadata(b, family, kind)
-		for i, name := range m.upstreams {
+		for i, name := range names {
 			b = append(b, family...)
 			b = append(b, `{upstream="`...)
 			b = append(b, escape(name)...)

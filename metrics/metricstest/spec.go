@@ -38,6 +38,7 @@ var Spec = []SpecFamily{
 	{Name: "nxdns_cache_bytes", Type: "gauge"},
 	{Name: "nxdns_cache_evictions_total", Type: "counter"},
 	{Name: "nxdns_cache_prefetches_total", Type: "counter", Labels: []string{"outcome"}},
+	{Name: "nxdns_config_reloads_total", Type: "counter", Labels: []string{"result"}},
 }
 
 // AttemptOutcomes are the outcome label values of
