@@ -114,11 +114,11 @@ func (h *Handler) remember(ctx context.Context, k cache.Key, err error, now time
 	h.cache.Cache.PutFailure(k, now)
 }
 
-// resolveCached is resolve's last steps with the cache on (spec section 3,
-// step 3, and section 10): a fresh entry answers at once (and may start a
-// prefetch), a remembered failure answers SERVFAIL, a stale one waits a
-// little for its refresh; otherwise r is resolved and its answer stored.
-func (h *Handler) resolveCached(ctx context.Context, r *request, z *Zone, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
+// fromCacheQuick is quick's cache step (spec section 3, step 3): a fresh
+// entry answers at once (and may start a prefetch), a remembered failure
+// answers SERVFAIL with EDE 13; a stale entry or a miss is noted for slow.
+func (h *Handler) fromCacheQuick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
+	r, e := &s.req, &s.entry
 	now := e.Time
 	k := r.cacheKey()
 	hit, st := h.cache.Cache.Get(k, now)
@@ -127,24 +127,23 @@ func (h *Handler) resolveCached(ctx context.Context, r *request, z *Zone, e *Ent
 		e.Source, e.CacheResult = SourceCache, CacheHit
 		if h.cache.Prefetch && hit.PrefetchDue(now) && hit.ClaimRefresh() {
 			if packed, err := r.packTrimmed(s.packed[:]); err == nil {
-				h.refresh.start(k, r, packed, z, hit.Release)
+				h.refresh.start(k, r, packed, s.zone, hit.Release)
 			} else {
 				hit.Release()
 			}
 		}
-		return r.fromCache(hit, now, 0, 0, buf)
+		m, out, rcode = r.fromCache(hit, now, 0, 0, buf)
+		return m, out, rcode, true
 	case cache.Failure:
 		e.Source, e.CacheResult = SourceCache, CacheCachedFailure
-		return withEDE(r.reply(dns.RcodeServerFailure), edeCachedError, ""), nil, 0
+		return withEDE(r.reply(dns.RcodeServerFailure), edeCachedError, ""), nil, 0, true
 	case cache.Stale:
 		e.CacheResult = CacheStale
-		if h.cache.ServeStale {
-			return h.resolveStale(ctx, r, z, k, hit, e, s, buf)
-		}
 	default:
 		e.CacheResult = CacheMiss
 	}
-	return h.resolveFrom(ctx, r, z, e, s, buf, &k)
+	s.hit, s.state = hit, st
+	return nil, nil, 0, false
 }
 
 // resolveStale answers r, whose entry hit has expired but may still be

@@ -104,11 +104,29 @@ type scratch struct {
 	trail  [trailCap]actors.Attempt
 	wq     wire.Query
 	packed [packedQueryLen]byte
+
+	// What quick found, for slow: r's forward zone (nil: the pool) and
+	// its cache entry.
+	zone  *Zone
+	hit   cache.Hit
+	state cache.State
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-var _ wire.Handler = (*Handler)(nil)
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+// putScratch keeps s for another query, dropping references to this
+// query's messages and errors.
+func putScratch(s *scratch) {
+	*s = scratch{}
+	scratchPool.Put(s)
+}
+
+var (
+	_ wire.Handler     = (*Handler)(nil)
+	_ wire.FastHandler = (*Handler)(nil)
+)
 
 // ServeDNS answers one raw client query, req.Raw, that arrived over
 // req.Proto (ProtoUDP or a stream) from req.Client. It returns the answer
@@ -122,33 +140,75 @@ var _ wire.Handler = (*Handler)(nil)
 // Hooks.QueryDone hears of every answered query before ServeDNS returns.
 // ctx bounds the resolution; the pool and the zone resolvers also apply
 // their own deadlines. req.Raw is read only during the call and not
-// retained.
+// retained. When req.State holds what ServeFast left of the query, ServeDNS
+// goes on from there.
 func (h *Handler) ServeDNS(ctx context.Context, req *wire.Request) []byte {
-	raw, proto, client, buf := req.Raw, req.Proto, req.Client, req.Answer
-	start := time.Now()
-	s := scratchPool.Get().(*scratch)
-	defer func() {
-		*s = scratch{} // drop references to this query's messages and errors
-		scratchPool.Put(s)
-	}()
-	r := &s.req
-	ok, reject := parse(r, raw, proto)
-	if !ok {
-		return nil
+	s, resumed := req.State.(*scratch)
+	if resumed {
+		req.State = nil
+		s.req.rebase(req.Raw)
+	} else {
+		s = getScratch()
+		if !h.prepare(s, req) {
+			putScratch(s)
+			return nil
+		}
+		if m, out, rcode, done := h.quick(s, req.Answer); done {
+			defer putScratch(s)
+			return h.finish(s, m, out, rcode)
+		}
 	}
+	defer putScratch(s)
+	m, out, rcode := h.slow(ctx, s, req.Answer)
+	return h.finish(s, m, out, rcode)
+}
+
+// ServeFast answers, without waiting for anything, the queries that need
+// no resolver: malformed ones, special-use names, local records, fresh
+// cache hits and remembered failures; the listener calls it on its own
+// goroutine, before it hands a query to a worker (wire.FastHandler). For
+// any other query it returns handled false and leaves its work in
+// req.State, where ServeDNS picks it up. An answer is built in req.Answer
+// when it fits; a dropped query is handled, with a nil answer.
+func (h *Handler) ServeFast(req *wire.Request) (answer []byte, handled bool) {
+	s := getScratch()
+	if !h.prepare(s, req) {
+		putScratch(s)
+		return nil, true
+	}
+	m, out, rcode, done := h.quick(s, req.Answer)
+	if !done {
+		req.State = s
+		return nil, false
+	}
+	defer putScratch(s)
+	return h.finish(s, m, out, rcode), true
+}
+
+// prepare parses req into s and starts its entry; false means the query
+// is to be dropped.
+func (h *Handler) prepare(s *scratch, req *wire.Request) bool {
+	start := time.Now()
+	r := &s.req
+	ok, reject := parse(r, req.Raw, req.Proto)
+	if !ok {
+		return false
+	}
+	r.reject = reject
 	e := &s.entry
-	e.Time, e.Client, e.Proto = start, client, proto
+	e.Time, e.Client, e.Proto = start, req.Client, req.Proto
 	if len(r.msg.Question) > 0 {
 		e.QName, e.QType = r.msg.Question[0].Name, r.msg.Question[0].Qtype
 	}
+	return true
+}
 
-	var m *dns.Msg
-	var out []byte
-	if reject != dns.RcodeSuccess {
-		m = r.reply(reject)
-	} else {
-		m, out, e.Rcode = h.resolve(ctx, r, e, s, buf)
-	}
+// finish packs a message answer m (out and rcode are the bytes and rcode
+// of an answer built as bytes instead), completes the entry and tells the
+// hooks. It returns the answer to send.
+func (h *Handler) finish(s *scratch, m *dns.Msg, out []byte, rcode int) []byte {
+	r, e := &s.req, &s.entry
+	e.Rcode = rcode
 	if m != nil {
 		var err error
 		if out, err = r.pack(m); err != nil {
@@ -161,30 +221,50 @@ func (h *Handler) ServeDNS(ctx context.Context, req *wire.Request) []byte {
 		}
 		e.Rcode = m.Rcode
 	}
-	e.Duration = time.Since(start)
+	e.Duration = time.Since(e.Time)
 	if h.hooks != nil {
 		h.hooks.QueryDone(e)
 	}
 	return out
 }
 
-// resolve answers a well-formed query from the first source of the
-// resolution order that knows its name: a message to pack, or the bytes of
-// an answer forwarded on the byte path and their rcode.
-func (h *Handler) resolve(ctx context.Context, r *request, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
+// quick is the resolution order up to the answers that need no waiting
+// (spec section 3, steps 1 to 3): a refusal from step 1, special-use names,
+// local records, and with the cache on, a fresh entry or a remembered
+// failure. Otherwise it notes r's zone and cache state for slow and
+// reports done false.
+func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
+	r, e := &s.req, &s.entry
+	if r.reject != dns.RcodeSuccess {
+		return r.reply(r.reject), nil, 0, true
+	}
 	if m := r.special(); m != nil {
 		e.Source = SourceSpecial
-		return m, nil, 0
+		return m, nil, 0, true
 	}
 	if m := h.local.answer(r); m != nil {
 		e.Source = SourceLocal
-		return m, nil, 0
+		return m, nil, 0, true
 	}
-	z := h.zones.match(r.lname)
+	s.zone = h.zones.match(r.lname)
+	if h.cache.Cache == nil {
+		return nil, nil, 0, false
+	}
+	return h.fromCacheQuick(s, buf)
+}
+
+// slow resolves what quick could not answer: through the cache's stale
+// path, a forward zone or the pool.
+func (h *Handler) slow(ctx context.Context, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
+	r, e, z := &s.req, &s.entry, s.zone
 	if h.cache.Cache == nil {
 		return h.resolveFrom(ctx, r, z, e, s, buf, nil)
 	}
-	return h.resolveCached(ctx, r, z, e, s, buf)
+	k := r.cacheKey()
+	if s.state == cache.Stale && h.cache.ServeStale {
+		return h.resolveStale(ctx, r, z, k, s.hit, e, s, buf)
+	}
+	return h.resolveFrom(ctx, r, z, e, s, buf, &k)
 }
 
 // resolveFrom answers r from its forward zone z, or the pool when z is nil,

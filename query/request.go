@@ -61,10 +61,24 @@ type request struct {
 	// raw is the client's query as it came, valid during ServeDNS only.
 	raw []byte
 
+	// reject is the rcode to refuse the query with (step 1 of the
+	// resolution order), or dns.RcodeSuccess to resolve it.
+	reject int
+
 	// common is the client's query when parseCommon took it: msg packed is
 	// these bytes but for the header's flags (see packTrimmed). Valid
 	// during ServeDNS only.
 	common []byte
+}
+
+// rebase points r at raw, a copy of the bytes it was parsed from: the
+// listener's fast path parsed them in its own buffer, and a worker goes on
+// with a copy.
+func (r *request) rebase(raw []byte) {
+	r.raw = raw
+	if r.common != nil {
+		r.common = raw
+	}
 }
 
 // packTrimmed packs msg, the query as it is forwarded, into buf (or a

@@ -41,6 +41,11 @@ type Request struct {
 	// capacity; it may be nil). The server keeps it until the answer is
 	// written.
 	Answer []byte
+
+	// State is the handler's: what a FastHandler's ServeFast left of a
+	// query it could not answer at once, for ServeDNS to go on from. The
+	// server only carries it to the worker, with a copy of Raw.
+	State any
 }
 
 // Handler answers client queries.
@@ -57,6 +62,18 @@ type Request struct {
 // run to completion; the handler bounds each query's time itself.
 type Handler interface {
 	ServeDNS(ctx context.Context, req *Request) []byte
+}
+
+// FastHandler is a Handler that can answer some queries without waiting
+// for anything (a cache hit, a name it owns). The UDP listener calls
+// ServeFast on its own goroutine for every datagram, before admission, and
+// hands the query to a worker's ServeDNS only when it was not handled: an
+// answer that needs no resolver costs no goroutine handoff. ServeFast must
+// never block; a handled query with a nil answer is dropped. req.Raw and
+// req.Answer are the listener's own buffers, valid during the call.
+type FastHandler interface {
+	Handler
+	ServeFast(req *Request) (answer []byte, handled bool)
 }
 
 // HandlerFunc adapts a function to Handler.
@@ -100,6 +117,12 @@ type Server struct {
 	// DefaultMaxConcurrentQueries.
 	MaxConcurrentQueries int
 
+	// UDPSockets is how many UDP sockets each address gets, bound with
+	// SO_REUSEPORT, each with a reader of its own: with a FastHandler the
+	// readers answer cache hits themselves, and one reader per core lets
+	// them do so in parallel. Default 1.
+	UDPSockets int
+
 	// Logger receives operational logs, or nil for none.
 	Logger *zap.Logger
 
@@ -120,9 +143,10 @@ type Server struct {
 	maxQueries int64 // MaxConcurrentQueries or its default
 	base       context.Context
 	cancel     context.CancelFunc
-	done       chan struct{} // closed when Shutdown begins; wakes backoff waits and idle workers
-	udpWork    chan udpJob   // unbuffered: a send succeeds only when a UDP worker is idle; closed once its senders end
-	udp        []*net.UDPConn
+	done       chan struct{}  // closed when Shutdown begins; wakes backoff waits and idle workers
+	udpWork    chan udpJob    // unbuffered: a send succeeds only when a UDP worker is idle; closed once its senders end
+	udp        []*net.UDPConn // every UDP socket, UDPSockets per address
+	udpAddrs   []net.Addr     // one per address, in the order of Listen
 	listeners  []*net.TCPListener
 
 	// closing is raised by Shutdown before it pushes read deadlines into
@@ -229,7 +253,7 @@ func (s *Server) bindLocked() (err error) {
 			for _, l := range s.listeners {
 				l.Close()
 			}
-			s.udp, s.listeners = nil, nil
+			s.udp, s.udpAddrs, s.listeners = nil, nil, nil
 		}
 	}()
 	for _, a := range s.Listen {
@@ -237,11 +261,12 @@ func (s *Server) bindLocked() (err error) {
 		if err != nil {
 			return fmt.Errorf("parsing listen address %q: %w", a, err)
 		}
-		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		pcs, err := listenUDP(ap, s.UDPSockets)
 		if err != nil {
 			return fmt.Errorf("listening on udp %s: %w", a, err)
 		}
-		s.udp = append(s.udp, pc)
+		s.udp = append(s.udp, pcs...)
+		s.udpAddrs = append(s.udpAddrs, pcs[0].LocalAddr())
 		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
 		if err != nil {
 			return fmt.Errorf("listening on tcp %s: %w", a, err)
@@ -256,9 +281,7 @@ func (s *Server) bindLocked() (err error) {
 func (s *Server) Addrs() (udp []net.Addr, tcp []net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, pc := range s.udp {
-		udp = append(udp, pc.LocalAddr())
-	}
+	udp = append(udp, s.udpAddrs...)
 	for _, l := range s.listeners {
 		tcp = append(tcp, l.Addr())
 	}
@@ -294,27 +317,42 @@ func (s *Server) refuse(raw []byte) []byte {
 	return answer
 }
 
+// handleFast runs a FastHandler's ServeFast on a listener's goroutine, a
+// panic contained as handle contains it: handled, answered SERVFAIL.
+func (s *Server) handleFast(fh FastHandler, req *Request) (answer []byte, handled bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			answer, handled = s.recovered(r, req), true
+		}
+	}()
+	return fh.ServeFast(req)
+}
+
 // handle runs the handler for an admitted query. A panic in the handler is
 // contained here: logged with its stack, counted, and answered SERVFAIL,
 // so one bad query cannot take the server down.
 func (s *Server) handle(req *Request) (answer []byte) {
 	defer func() {
-		r := recover()
-		if r == nil {
-			return
+		if r := recover(); r != nil {
+			answer = s.recovered(r, req)
 		}
-		s.log.Error("panic serving query",
-			zap.Any("panic", r),
-			zap.String("proto", req.Proto),
-			zap.Stringer("client", req.Client),
-			zap.Stack("stack"))
-		if s.OnPanic != nil {
-			s.OnPanic()
-		}
-		// Built from the bytes: the query may be what made it panic.
-		answer = rawReply(req.Raw, dns.RcodeServerFailure)
 	}()
 	return s.Handler.ServeDNS(s.base, req)
+}
+
+// recovered logs and counts a panic r of the handler serving req, and
+// returns the SERVFAIL that answers req instead.
+func (s *Server) recovered(r any, req *Request) []byte {
+	s.log.Error("panic serving query",
+		zap.Any("panic", r),
+		zap.String("proto", req.Proto),
+		zap.Stringer("client", req.Client),
+		zap.Stack("stack"))
+	if s.OnPanic != nil {
+		s.OnPanic()
+	}
+	// Built from the bytes: the query may be what made it panic.
+	return rawReply(req.Raw, dns.RcodeServerFailure)
 }
 
 func positiveOr[T int | time.Duration](v, def T) T {

@@ -24,6 +24,9 @@ const udpReadBufLen = 65535
 // arrive.
 func (s *Server) readUDP(pc *net.UDPConn) {
 	buf := make([]byte, udpReadBufLen)
+	fast, _ := s.Handler.(FastHandler)
+	out := make([]byte, 0, clientAnswerBufLen) // answers built on this goroutine
+	req := new(Request)                        // the fast path's, reused: one allocation per reader
 	for {
 		n, from, err := pc.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -38,15 +41,28 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 		if n < HeaderLen {
 			continue // not even a header to answer to
 		}
+		client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		var state any
+		if fast != nil {
+			// Answered here when no resolver is needed: no handoff.
+			*req = Request{Raw: buf[:n], Proto: "udp", Client: client, Answer: out[:0]}
+			if answer, handled := s.handleFast(fast, req); handled {
+				if answer != nil {
+					s.writeUDP(pc, answer, from)
+				}
+				continue
+			}
+			state = req.State
+		}
 		if !s.admit() {
 			if refused := s.refuse(buf[:n]); refused != nil {
 				s.writeUDP(pc, refused, from)
 			}
 			continue
 		}
-		client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 		q := getClientQuery(n, "udp", client)
 		copy(q.buf, buf[:n])
+		q.req.State = state
 		if q.out == nil {
 			q.out = make([]byte, 0, clientAnswerBufLen)
 		}

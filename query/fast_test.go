@@ -1,0 +1,86 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// ServeFast answers on the listener's goroutine what needs no resolver —
+// special names, local records, fresh cache hits — and hands the rest on in
+// req.State; ServeDNS then goes on from that State with a copy of the
+// query's bytes (the listener's buffer is reused at once) and answers as
+// if it had done it all.
+func TestServeFastHandsOverWhatNeedsAResolver(t *testing.T) {
+	t.Parallel()
+	pool := answeringPool(t, "example.com. 300 IN A 192.0.2.1")
+	h, rec := newCachedHandler(t, pool, testCacheConfig())
+	fast := func(q *dns.Msg) (*wire.Request, []byte, bool) {
+		t.Helper()
+		req := &wire.Request{Raw: mustPack(t, q), Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+		out, handled := h.ServeFast(req)
+		return req, out, handled
+	}
+
+	if _, out, handled := fast(newQuery("localhost.", dns.TypeA)); !handled || out == nil {
+		t.Fatal("a special-use name was not answered on the fast path")
+	}
+	q := newQuery("Example.COM.", dns.TypeA)
+	req, _, handled := fast(q)
+	if handled || req.State == nil || pool.Calls() != 0 {
+		t.Fatalf("a miss: handled %v, state %v, pool calls %d; want not handled, a state, none", handled, req.State, pool.Calls())
+	}
+	// The worker's copy of the bytes; the listener's buffer is reused.
+	worker := &wire.Request{Raw: bytes.Clone(req.Raw), Proto: ProtoUDP, Client: testClient, State: req.State}
+	clear(req.Raw)
+	out := h.ServeDNS(context.Background(), worker)
+	m := new(dns.Msg)
+	if err := m.Unpack(out); err != nil {
+		t.Fatal(err)
+	}
+	checkEcho(t, q, m)
+	if len(m.Answer) != 1 || pool.Calls() != 1 || worker.State != nil {
+		t.Fatalf("resumed: %v, pool calls %d, state left %v; want the answer, 1, nil", m.Answer, pool.Calls(), worker.State)
+	}
+	if e := rec.last(); e.Source != SourcePool || e.CacheResult != CacheMiss || e.QName != "Example.COM." {
+		t.Errorf("resumed entry: %+v", e)
+	}
+
+	req, out, handled = fast(newQuery("example.com.", dns.TypeA))
+	if !handled || out == nil || &out[0] != &req.Answer[:1][0] || pool.Calls() != 1 {
+		t.Fatalf("a hit: handled %v, built in the listener's buffer %v, pool calls %d", handled, out != nil && &out[0] == &req.Answer[:1][0], pool.Calls())
+	}
+	if e := rec.last(); e.Source != SourceCache {
+		t.Errorf("hit entry source %q, want cache", e.Source)
+	}
+}
+
+// A cache hit on the fast path allocates one object: the question's name,
+// which the entry hands to the hooks.
+func TestCacheHitAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	pool := answeringPool(t, "www.example.com. 300 IN A 192.0.2.1")
+	h, _ := newTestHandler(t, HandlerConfig{Pool: pool, Cache: testCacheConfig(), Hooks: HooksFunc(func(*Entry) {})})
+	t.Cleanup(h.Close)
+	raw := mustPack(t, withEDNS(newQuery("www.example.com.", dns.TypeA), 1232, false))
+	req := &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+	if _, handled := h.ServeFast(req); handled {
+		t.Fatal("the first query was answered without the pool")
+	}
+	h.ServeDNS(context.Background(), &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, State: req.State})
+	allocs := testing.AllocsPerRun(1000, func() {
+		req.State = nil
+		if out, handled := h.ServeFast(req); !handled || out == nil {
+			t.Fatal("not a hit")
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("a cache hit allocates %v objects, want at most 1", allocs)
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !unix
+
+package wire
+
+import (
+	"net"
+	"net/netip"
+)
+
+// listenUDP binds one UDP socket to ap: SO_REUSEPORT is a Unix option.
+func listenUDP(ap netip.AddrPort, _ int) ([]*net.UDPConn, error) {
+	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+	if err != nil {
+		return nil, err
+	}
+	return []*net.UDPConn{pc}, nil
+}
