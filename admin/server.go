@@ -1,6 +1,7 @@
 // Package admin is nxdnsd's HTTP interface on admin.listen: GET /metrics
-// in the Prometheus text format and GET /api/health (spec section 8,
-// described by openapi.yaml at the repository root).
+// in the Prometheus text format, GET /api/health, and the probes /livez
+// and /readyz (spec section 8, described by openapi.yaml at the
+// repository root).
 package admin
 
 import (
@@ -58,6 +59,10 @@ type Config struct {
 	Metrics Metrics     // required
 	Pool    Pool        // required
 	Logger  *zap.Logger // or nil
+
+	// Live reports whether the process serves DNS, for /livez; nil means
+	// it always does.
+	Live func() bool
 }
 
 // Server is the admin HTTP server. Start it once and Shutdown it once.
@@ -92,12 +97,14 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the routes: GET (and HEAD) /metrics and /api/health; any
-// other method gets 405, any other path 404.
+// Handler returns the routes: GET (and HEAD) /metrics, /api/health,
+// /livez and /readyz; any other method gets 405, any other path 404.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /api/health", s.serveHealth)
+	mux.HandleFunc("GET /livez", s.serveLive)
+	mux.HandleFunc("GET /readyz", s.serveReady)
 	return mux
 }
 
@@ -179,4 +186,36 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// serveLive answers a liveness probe: 200 while the process serves DNS,
+// whatever the upstreams' health, so that a probe never restarts nxdnsd
+// because the WAN is down.
+func (s *Server) serveLive(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Live != nil && !s.cfg.Live() {
+		probeAnswer(w, http.StatusServiceUnavailable, "not serving DNS\n")
+		return
+	}
+	probeAnswer(w, http.StatusOK, "ok\n")
+}
+
+// serveReady answers a readiness probe: 200 when at least one enabled
+// upstream is healthy, else 503 (every one in backoff, half-open
+// included).
+func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+	s.cfg.Pool.Sync() // as /api/health: an answer already seen is counted
+	for _, st := range s.cfg.Pool.Status() {
+		if !st.InBackoff {
+			probeAnswer(w, http.StatusOK, "ready\n")
+			return
+		}
+	}
+	probeAnswer(w, http.StatusServiceUnavailable, "no enabled upstream is healthy\n")
+}
+
+func probeAnswer(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, body)
 }
