@@ -85,6 +85,13 @@ func (s *shard) admit(c *Cache, h uint64, w int, now int64) bool {
 	if _, ok := s.index[h]; ok || s.bytes+w <= c.budget {
 		return true
 	}
+	if c.sketch.frequency(h) <= 1 {
+		// Asked once (Get counted it): a full shard takes no name on its
+		// first sight, as a doorkeeper would not. Sampling victims is a
+		// handful of cache misses in memory; a flood of one-off names
+		// would pay them for every name.
+		return false
+	}
 	v, dead := s.victimLocked(c, h, now)
 	return v >= 0 && (dead || c.sketch.frequency(h) > c.sketch.frequency(s.items[v].h))
 }
