@@ -74,3 +74,69 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// opErr is err as the net package reports it from op ("dial", "write",
+// "read") through syscall, wrapped as a transport wraps it.
+func opErr(op, syscallName string, err syscall.Errno) error {
+	return fmt.Errorf("exchanging with udp://192.0.2.1:53: %w",
+		&net.OpError{Op: op, Net: "udp", Err: &os.SyscallError{Syscall: syscallName, Err: err}})
+}
+
+// A dead link is not a dead upstream: every error by which this host's
+// own stack says it has no way there is local, whether it comes from
+// connect, from a send or bare, and the query fails over after it
+// (NoRoute). The same errno read from a socket afterwards is an ICMP
+// error from the path about this upstream, which the UDP transport ties
+// to the query it quotes: a peer fault.
+func TestNoRouteIsLocal(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.EADDRNOTAVAIL} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			for _, err := range []error{
+				opErr("dial", "connect", errno),
+				opErr("write", "write", errno),
+				fmt.Errorf("dialing: %w", errno),
+			} {
+				if got := Classify(err); got != GroupLocalResource {
+					t.Errorf("Classify(%v) = %v, want %v", err, got, GroupLocalResource)
+				}
+				if !NoRoute(err) {
+					t.Errorf("NoRoute(%v) = false: the query would end instead of failing over", err)
+				}
+			}
+		})
+	}
+}
+
+// Which way an ICMP unreachable from the path goes: decided in
+// classify.go (routeErrnos) — against the upstream.
+func TestUnreachableFromThePathIsAPeerFault(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ECONNREFUSED} {
+		err := opErr("read", "read", errno)
+		if got := Classify(err); got != GroupPeerFault {
+			t.Errorf("Classify(%v) = %v, want %v", err, got, GroupPeerFault)
+		}
+		if NoRoute(err) {
+			t.Errorf("NoRoute(%v) = true", err)
+		}
+	}
+	// ENETDOWN and EADDRNOTAVAIL are this host's whoever reports them.
+	for _, errno := range []syscall.Errno{syscall.ENETDOWN, syscall.EADDRNOTAVAIL} {
+		if err := opErr("read", "read", errno); Classify(err) != GroupLocalResource {
+			t.Errorf("Classify(%v) = %v, want %v", err, Classify(err), GroupLocalResource)
+		}
+	}
+}
+
+// Running out of something is local but no route: the query ends, as
+// spec section 4's table says, instead of failing over.
+func TestResourceErrorsAreNotNoRoute(t *testing.T) {
+	for _, err := range []error{
+		opErr("dial", "socket", syscall.EMFILE),
+		syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+		wire.ErrPack, errRefused, context.Canceled,
+	} {
+		if NoRoute(err) {
+			t.Errorf("NoRoute(%v) = true", err)
+		}
+	}
+}

@@ -14,8 +14,10 @@ import (
 // read by the caller), following spec section 4: a non-blocking sweep in
 // priority order, failover after peer faults, a blocking wait on every
 // saturated eligible upstream at once only when none has a free slot, and a
-// second pass that probes backed-off upstreams. It runs on the caller's
-// goroutine.
+// second pass that tries backed-off upstreams when nothing else answered.
+// It runs on the caller's goroutine. No client query is an upstream's
+// half-open trial: a backed-off upstream is left to its actor's probes,
+// and pass one never touches it.
 //
 // trail is a buffer for the attempt trail (it may be nil); Result.Attempts
 // is trail[:0] with every attempt appended, so a caller that passes a stack
@@ -48,12 +50,16 @@ type dispatch struct {
 	q        *wire.Query
 	deadline time.Time // D
 	// now is the clock as last read: at the query's arrival, at the end of
-	// an attempt or of a slot wait. The sweep reads health at it; an
-	// attempt reads the clock afresh before it starts (begin).
+	// an attempt or of a slot wait. A slot wait starts its count from it;
+	// an attempt reads the clock afresh before it starts (begin).
 	now     time.Time
 	tried   uint64 // upstreams attempted: each at most once per query
-	skipped uint64 // upstreams skipped for backoff in pass one: pass two's probes
+	skipped uint64 // upstreams skipped for backoff in pass one: pass two's candidates
 	passTwo bool
+	// noRoute is the last local error after which the query failed over
+	// (no route to that upstream): the query's error if nothing else is
+	// learnt, so that the client hears the failure was local (EDE 23).
+	noRoute error
 	res     Result
 }
 
@@ -81,20 +87,15 @@ func (d *dispatch) run() {
 			return
 		}
 	}
-	// Pass two: probe what pass one skipped for backoff, in order, each
-	// admission blocking but bounded by the same deadline.
+	// Pass two: try what pass one skipped for backoff, in order, each
+	// admission blocking but bounded by the same deadline (spec section 4,
+	// step 6). Nothing else answered, so this costs the client nothing it
+	// still had.
 	d.passTwo = true
 	for m := d.skipped &^ d.tried; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		u := d.pool.upstreams[i]
-		p := permit{u: u, i: i, probe: true}
-		if u.eligibility(d.now) == HalfOpen {
-			// A half-open upstream belongs to its one trial query.
-			if !u.trial.CompareAndSwap(false, true) {
-				continue
-			}
-			p.trial = true
-		}
+		p := permit{u: u, i: i, passTwo: true}
 		if u.tryAcquire() {
 			p.slot = true
 		} else if _, err := d.wait(1 << i); err == nil {
@@ -109,6 +110,11 @@ func (d *dispatch) run() {
 		}
 	}
 	d.res.Err = ErrAllFailed
+	if d.noRoute != nil && d.res.Upstream == "" {
+		// Nothing recorded against any upstream, and at least one had no
+		// route: the failure was local.
+		d.res.Err = d.noRoute
+	}
 }
 
 // sweep takes a slot, without blocking, on the first eligible untried
@@ -116,26 +122,16 @@ func (d *dispatch) run() {
 // saturated upstream is passed over while another has capacity; the next
 // sweep tries it again.
 func (d *dispatch) sweep() (permit, bool) {
-	now := d.now
 	for i, u := range d.pool.upstreams {
 		bit := uint64(1) << i
 		if d.tried&bit != 0 {
 			continue
 		}
-		switch u.eligibility(now) {
+		switch u.eligibility() {
 		case Healthy:
 			if u.tryAcquire() {
 				return permit{u: u, i: i, slot: true}, true
 			}
-		case HalfOpen:
-			if !u.trial.CompareAndSwap(false, true) {
-				continue // another query is the trial: ineligible for this one
-			}
-			if u.tryAcquire() {
-				return permit{u: u, i: i, probe: true, trial: true, slot: true}, true
-			}
-			u.trial.Store(false)
-			d.skipped |= bit
 		case BackedOff:
 			d.skipped |= bit
 		}
@@ -143,13 +139,12 @@ func (d *dispatch) sweep() (permit, bool) {
 	return permit{}, false
 }
 
-// saturated returns the untried upstreams that are eligible without a
-// trial: the ones a blocked query may wait on.
+// saturated returns the untried healthy upstreams: the ones a blocked
+// query may wait on.
 func (d *dispatch) saturated() uint64 {
-	now := d.now
 	var m uint64
 	for i, u := range d.pool.upstreams {
-		if d.tried&(1<<i) == 0 && u.eligibility(now) == Healthy {
+		if d.tried&(1<<i) == 0 && u.eligibility() == Healthy {
 			m |= 1 << i
 		}
 	}
@@ -180,10 +175,9 @@ func (d *dispatch) begin(p *permit) (a attempt, ok, over bool) {
 	u := p.u
 	a.start = time.Now()
 	d.now = a.start
-	el := u.eligibility(a.start)
-	if !p.probe && el != Healthy || p.trial && !d.passTwo && el == BackedOff {
+	if !p.passTwo && u.eligibility() != Healthy {
 		// It entered backoff while we waited: the slot goes back, the
-		// sweep moves on, and pass two may probe it.
+		// sweep moves on, and pass two may try it.
 		d.skipped |= 1 << p.i
 		return a, false, false
 	}
@@ -227,7 +221,12 @@ func (d *dispatch) settle(p *permit, a attempt, end time.Time, ans wire.Answer, 
 		case GroupPeerFault:
 			outcome = OutcomePeerFault
 		case GroupLocalResource:
-			outcome, d.res.Err, over = OutcomeLocalError, err, true
+			outcome = OutcomeLocalError
+			if NoRoute(err) {
+				d.noRoute = err // a dead link, not a dead upstream: fail over
+			} else {
+				d.res.Err, over = err, true
+			}
 		case GroupCanceled:
 			outcome, d.res.Err, over = OutcomeCanceled, context.Canceled, true
 		case GroupBudgetExhausted:
@@ -242,7 +241,7 @@ func (d *dispatch) settle(p *permit, a attempt, end time.Time, ans wire.Answer, 
 	}
 	if outcome.Recorded() {
 		d.res.Upstream = p.u.Name // attribution: only after an outcome is recorded
-		p.u.record(message{outcome: outcome, at: end, probe: p.probe, trial: p.handTrial(), err: err})
+		p.u.record(message{outcome: outcome, at: end, dur: dur, err: err})
 	}
 	return over
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,18 +17,60 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeTransport is an in-memory upstream: fn decides what each exchange
-// does. calls counts exchanges that reached it.
+// fakeTransport is an in-memory upstream: fn decides what each client
+// exchange does, probe what each health probe (". NS") does; a nil probe
+// answers. calls counts client exchanges that reached it, probes the
+// probes, and probeStarts records when each probe began (fake time under
+// synctest).
 type fakeTransport struct {
-	calls atomic.Int32
-	fn    func(ctx context.Context, m *dns.Msg) (*dns.Msg, error)
+	calls  atomic.Int32
+	probes atomic.Int32
+	fn     func(ctx context.Context, m *dns.Msg) (*dns.Msg, error)
+	probe  func(ctx context.Context, m *dns.Msg) (*dns.Msg, error)
+
+	mu          sync.Mutex // guards following
+	probeStarts []time.Time
 }
 
-// Exchange runs fn on the query's message under a context that ends at
-// the attempt's expiry, as a message-only transport does.
+// Exchange runs fn (or probe) on the query's message under a context that
+// ends at the attempt's expiry, as a message-only transport does.
 func (f *fakeTransport) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+	if isProbe(q.Msg) {
+		f.probes.Add(1)
+		f.mu.Lock()
+		f.probeStarts = append(f.probeStarts, time.Now())
+		fn := f.probe
+		f.mu.Unlock()
+		if fn == nil {
+			fn = answering
+		}
+		return wire.MsgFunc(fn).Exchange(ctx, q, expiry)
+	}
 	f.calls.Add(1)
 	return wire.MsgFunc(f.fn).Exchange(ctx, q, expiry)
+}
+
+// setProbe changes what the upstream does with probes from now on.
+func (f *fakeTransport) setProbe(fn func(context.Context, *dns.Msg) (*dns.Msg, error)) {
+	f.mu.Lock()
+	f.probe = fn
+	f.mu.Unlock()
+}
+
+// started returns when each probe began, relative to t0.
+func (f *fakeTransport) started(t0 time.Time) []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]time.Duration, len(f.probeStarts))
+	for i, t := range f.probeStarts {
+		out[i] = t.Sub(t0)
+	}
+	return out
+}
+
+// isProbe reports whether m is the actor's health probe, ". NS".
+func isProbe(m *dns.Msg) bool {
+	return len(m.Question) == 1 && m.Question[0].Name == "." && m.Question[0].Qtype == dns.TypeNS
 }
 
 func answering(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
@@ -86,16 +129,20 @@ func stubborn(gate <-chan error) func(context.Context, *dns.Msg) (*dns.Msg, erro
 	}
 }
 
-// defaults is the shipped policy: attempt 2500 ms, total 5000 ms.
+// defaults is the shipped policy: attempt 2500 ms, total 5000 ms, probes
+// of 1000 ms.
 var defaults = Policy{
 	AttemptTimeout: 2500 * time.Millisecond,
 	TotalTimeout:   5000 * time.Millisecond,
-	Health:         HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: 30 * time.Second},
+	Health:         HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: 30 * time.Second, ProbeTimeout: time.Second},
 }
 
+// up is one fake upstream of a test pool: fn serves client queries, probe
+// (nil: answer) the health probes.
 type up struct {
 	slots int
 	fn    func(context.Context, *dns.Msg) (*dns.Msg, error)
+	probe func(context.Context, *dns.Msg) (*dns.Msg, error)
 }
 
 // newTestPool builds a pool of fake upstreams named u0, u1, … and closes
@@ -105,7 +152,7 @@ func newTestPool(tb testing.TB, p Policy, ups ...up) (*Pool, []*fakeTransport) {
 	specs := make([]Spec, len(ups))
 	fakes := make([]*fakeTransport, len(ups))
 	for i, u := range ups {
-		fakes[i] = &fakeTransport{fn: u.fn}
+		fakes[i] = &fakeTransport{fn: u.fn, probe: u.probe}
 		slots := u.slots
 		if slots == 0 {
 			slots = 32

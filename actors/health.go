@@ -6,20 +6,39 @@ import "time"
 // "Health").
 type HealthPolicy struct {
 	FailureThreshold int           // consecutive recorded failures that open the breaker
-	Backoff          time.Duration // first backoff
+	Backoff          time.Duration // first backoff, and the probe interval while every upstream is in backoff
 	BackoffMax       time.Duration // ceiling for the doubling
+
+	// ProbeTimeout is one health probe's observation interval. Zero turns
+	// probing off: no start-up probe, and an upstream in backoff returns
+	// to service only through a pass-two answer. The daemon always probes
+	// (upstream.probe_timeout_ms is at least 1); tests of other packages
+	// that build a pool to exercise a transport leave it at zero, so that
+	// their fakes see only their own queries.
+	ProbeTimeout time.Duration
+
+	// OnProbe, when set, is called on the upstream's actor goroutine once
+	// a probe's outcome has been applied: a Status taken after it shows
+	// the probe. It must return quickly; the daemon logs with it.
+	OnProbe func(upstream string, o Outcome, st Status)
 }
 
 // Health is one upstream's circuit breaker. It is a pure value: every
 // method returns the next state from an event and the time it happened, so
 // the whole policy is table-tested without goroutines. The upstream's actor
 // is the only owner of the live value.
+//
+// Client attempts and the actor's probes play different parts. Attempts
+// are counted (Successes, Failures, Consecutive) and open the breaker at
+// the threshold; once it is open, only probes set the schedule, so no
+// client query is ever the trial. Probes are counted nowhere here (they
+// have their own counter, nxdns_upstream_probes_total).
 type Health struct {
-	Successes   uint64        // recorded successes since start
-	Failures    uint64        // recorded failures since start
-	Consecutive int           // recorded failures since the last success
-	InBackoff   bool          // the breaker is open (or half-open once Until passed)
-	Until       time.Time     // end of the current backoff; zero when healthy
+	Successes   uint64        // recorded successes of attempts since start
+	Failures    uint64        // recorded failures of attempts since start
+	Consecutive int           // recorded attempt failures since the last success (or heal)
+	InBackoff   bool          // the breaker is open
+	Until       time.Time     // end of the current backoff, when the next probe is due; zero when healthy
 	Length      time.Duration // length of the current backoff; zero when healthy
 }
 
@@ -28,53 +47,94 @@ type Eligibility uint8
 
 const (
 	Healthy   Eligibility = iota // take slots freely
-	BackedOff                    // skip in pass one; pass two may probe
-	HalfOpen                     // the backoff ended: one trial query may try it
+	BackedOff                    // skip in pass one; pass two may try it
 )
 
-// At reports the upstream's eligibility at now.
-func (h Health) At(now time.Time) Eligibility { return eligibility(h.InBackoff, h.Until, now) }
+// At reports the upstream's eligibility. An upstream stays backed off
+// after its backoff ends, until a probe's answer (or a pass-two answer)
+// heals it: the end of a backoff lets a probe through, not a client.
+func (h Health) At() Eligibility { return eligibility(h.InBackoff) }
 
-func eligibility(inBackoff bool, until, now time.Time) Eligibility {
-	switch {
-	case !inBackoff:
-		return Healthy
-	case now.Before(until):
+func eligibility(inBackoff bool) Eligibility {
+	if inBackoff {
 		return BackedOff
-	default:
-		return HalfOpen
 	}
+	return Healthy
 }
 
-// Success records an answer: any recorded success closes the breaker.
+// Success records an answered attempt. Any recorded success closes the
+// breaker: a pass-two attempt of a backed-off upstream is the only client
+// attempt it sees, and its answer is the same evidence a probe's is.
 func (h Health) Success() Health {
 	h.Successes++
+	return h.heal()
+}
+
+// Failure records a failed attempt observed at now. The threshold-th
+// consecutive one opens the breaker for Backoff. While the breaker is
+// open a failure is counted and changes nothing else: the probes own the
+// schedule, so neither a pass-two failure nor a slot-full of stale
+// timeouts can push it towards the ceiling.
+func (h Health) Failure(now time.Time, p HealthPolicy) Health {
+	h.Failures++
+	h.Consecutive++
+	if !h.InBackoff && h.Consecutive >= p.FailureThreshold {
+		h = h.open(now, p.Backoff)
+	}
+	return h
+}
+
+// ProbeSuccess records a probe's answer: the breaker closes. Nothing is
+// counted.
+func (h Health) ProbeSuccess() Health {
+	if !h.InBackoff {
+		return h // a start-up probe of a healthy upstream: nothing to heal
+	}
+	return h.heal()
+}
+
+// ProbeFailure records a probe's failure (a full expiry or a peer fault)
+// at now. A healthy upstream (its start-up probe failed) goes into
+// backoff at once, for Backoff. One in backoff goes back for twice as
+// long, up to BackoffMax, unless allDown: while every enabled upstream is
+// in backoff the next probe comes after Backoff again, so that service
+// returns about Backoff after the network does. Nothing is counted.
+func (h Health) ProbeFailure(now time.Time, allDown bool, p HealthPolicy) Health {
+	switch {
+	case !h.InBackoff:
+		return h.open(now, p.Backoff)
+	case allDown:
+		h.Length = p.Backoff
+	default:
+		h.Length = min(2*h.Length, p.BackoffMax)
+	}
+	h.Until = now.Add(h.Length)
+	return h
+}
+
+// ProbeLost records a probe that ended without evidence about the
+// upstream (a local error: no route, no sockets): nothing is recorded,
+// and an upstream in backoff is probed again after Backoff, its backoff
+// length unchanged. A dead link is not a dead upstream, and the link may
+// be back soon.
+func (h Health) ProbeLost(now time.Time, p HealthPolicy) Health {
+	if h.InBackoff {
+		h.Until = now.Add(p.Backoff)
+	}
+	return h
+}
+
+func (h Health) open(now time.Time, length time.Duration) Health {
+	h.InBackoff = true
+	h.Length = length
+	h.Until = now.Add(length)
+	return h
+}
+
+func (h Health) heal() Health {
 	h.Consecutive = 0
 	h.InBackoff = false
 	h.Until = time.Time{}
 	h.Length = 0
-	return h
-}
-
-// Failure records a failure observed at now. probe says whether the attempt
-// was a half-open trial or a pass-two probe: only those re-arm an open
-// breaker, with twice the backoff up to the ceiling. A failure of an
-// ordinary attempt that started before the breaker opened is counted but
-// does not extend the backoff, so a slot-full of stale timeouts cannot
-// drive it to the ceiling at once.
-func (h Health) Failure(now time.Time, probe bool, p HealthPolicy) Health {
-	h.Failures++
-	h.Consecutive++
-	switch {
-	case !h.InBackoff:
-		if h.Consecutive >= p.FailureThreshold {
-			h.InBackoff = true
-			h.Length = p.Backoff
-			h.Until = now.Add(h.Length)
-		}
-	case probe:
-		h.Length = min(2*h.Length, p.BackoffMax)
-		h.Until = now.Add(h.Length)
-	}
 	return h
 }

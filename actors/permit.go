@@ -2,17 +2,16 @@ package actors
 
 import "time"
 
-// permit is a query's hold on one upstream for one attempt: a slot, and
-// perhaps the upstream's half-open trial token. It lives on the dispatch's
-// stack; release, deferred once where the permit is taken, gives back
-// whatever is still held on every path, a panicking transport's included.
-// Slots are conserved by construction: nothing else returns them.
+// permit is a query's hold on one upstream for one attempt: a slot. It
+// lives on the dispatch's stack; release, deferred once where the permit
+// is taken, gives the slot back on every path, a panicking transport's
+// included. Slots are conserved by construction: nothing else returns
+// them.
 type permit struct {
-	u     *Upstream
-	i     int  // u's index in the pool
-	probe bool // a pass-two probe or the half-open trial: a failure re-arms an open breaker
-	trial bool // u's half-open trial token is held
-	slot  bool // a slot of u's is held
+	u       *Upstream
+	i       int  // u's index in the pool
+	passTwo bool // a pass-two attempt: u may be in backoff
+	slot    bool // a slot of u's is held
 }
 
 // releaseSlot returns the slot, once: when the transport has returned, or
@@ -24,24 +23,8 @@ func (p *permit) releaseSlot() {
 	}
 }
 
-// handTrial gives the trial token to the outcome message that carries it
-// to the actor, which clears it once the outcome is applied. It reports
-// whether the permit held it.
-func (p *permit) handTrial() bool {
-	t := p.trial
-	p.trial = false
-	return t
-}
-
-// release gives back the slot and the trial token, whichever are still
-// held. It is idempotent.
-func (p *permit) release() {
-	p.releaseSlot()
-	if p.trial {
-		p.trial = false
-		p.u.trial.Store(false) // hand the trial to the next query
-	}
-}
+// release gives back the slot if it is still held. It is idempotent.
+func (p *permit) release() { p.releaseSlot() }
 
 // attempt is one exchange's budget: when it started, when it expires, and
 // whether that expiry was cut short by the query's deadline (a truncated

@@ -75,7 +75,7 @@ func NewPool(p Policy, specs []Spec, obs Observer) (*Pool, error) {
 		return nil, fmt.Errorf("pool: %d upstreams, at most %d", len(specs), MaxUpstreams)
 	case p.AttemptTimeout <= 0 || p.TotalTimeout < p.AttemptTimeout:
 		return nil, fmt.Errorf("pool: timeouts attempt=%v total=%v", p.AttemptTimeout, p.TotalTimeout)
-	case p.Health.FailureThreshold < 1 || p.Health.Backoff <= 0 || p.Health.BackoffMax < p.Health.Backoff:
+	case p.Health.FailureThreshold < 1 || p.Health.Backoff <= 0 || p.Health.BackoffMax < p.Health.Backoff || p.Health.ProbeTimeout < 0:
 		return nil, fmt.Errorf("pool: health policy %+v", p.Health)
 	}
 	for i, s := range specs {
@@ -87,11 +87,24 @@ func NewPool(p Policy, specs []Spec, obs Observer) (*Pool, error) {
 	for _, s := range specs {
 		pool.upstreams = append(pool.upstreams, newUpstream(s.Name, s.Address, s.Slots, s.Transport, p.Health))
 	}
+	pool.bind()
 	return pool, nil
 }
 
-// Close stops every actor. Queries must have returned before Close is
-// called; no goroutine of the pool outlives it.
+// bind makes p's upstreams the peers each of them weighs for the all-down
+// rule (every enabled upstream in backoff: probes keep backoff_ms). A
+// pool that takes over upstreams of another calls it too, so that kept
+// upstreams weigh their new peers.
+func (p *Pool) bind() {
+	ups := p.upstreams
+	for _, u := range ups {
+		u.peers.Store(&ups)
+	}
+}
+
+// Close stops every actor, cancelling the probes in flight. Queries must
+// have returned before Close is called; no goroutine of the pool outlives
+// it.
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
 		for _, u := range p.upstreams {
@@ -115,12 +128,12 @@ func (p *Pool) Status() []Status {
 	return out
 }
 
-// AllInBackoff reports whether every upstream is in backoff (open or
-// half-open): the answer cache then serves a stale answer at once. It
-// reads the published views only: a few atomic loads.
+// AllInBackoff reports whether every upstream is in backoff: the answer
+// cache then serves a stale answer at once. It reads the published flags
+// only: a few atomic loads.
 func (p *Pool) AllInBackoff() bool {
 	for _, u := range p.upstreams {
-		if !u.cur.Load().inBackoff {
+		if !u.backedOff.Load() {
 			return false
 		}
 	}

@@ -41,6 +41,7 @@ func NewPoolFrom(p Policy, specs []Spec, kept []*Upstream, obs Observer) (*Pool,
 		}
 		pool.upstreams = append(pool.upstreams, u)
 	}
+	pool.bind() // kept upstreams weigh their new peers for the all-down rule
 	return pool, nil
 }
 
@@ -54,7 +55,7 @@ func checkPool(p Policy, specs []Spec, kept []*Upstream) error {
 		return fmt.Errorf("pool: %d upstreams, at most %d", len(specs), MaxUpstreams)
 	case p.AttemptTimeout <= 0 || p.TotalTimeout < p.AttemptTimeout:
 		return fmt.Errorf("pool: timeouts attempt=%v total=%v", p.AttemptTimeout, p.TotalTimeout)
-	case p.Health.FailureThreshold < 1 || p.Health.Backoff <= 0 || p.Health.BackoffMax < p.Health.Backoff:
+	case p.Health.FailureThreshold < 1 || p.Health.Backoff <= 0 || p.Health.BackoffMax < p.Health.Backoff || p.Health.ProbeTimeout < 0:
 		return fmt.Errorf("pool: health policy %+v", p.Health)
 	}
 	for i, s := range specs {

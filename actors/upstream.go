@@ -19,25 +19,16 @@ const outcomeQueue = 1024
 type message struct {
 	outcome Outcome       // a recorded outcome: answer, expired or peer fault
 	at      time.Time     // when the attempt ended
-	probe   bool          // the attempt was a half-open trial or a pass-two probe
-	trial   bool          // the attempt held the half-open trial token
+	dur     time.Duration // how long it took: an answer's is a round-trip sample
 	err     error         // the failure, for /api/health
 	done    chan struct{} // a barrier instead of an outcome: closed once every earlier message is applied
 	stop    bool          // the actor's last message
 }
 
-// view is the part of the health state the query path reads. The actor
-// publishes a new one only when eligibility can change (the breaker opens,
-// re-arms or closes), so an answered query on a healthy upstream publishes
-// nothing and allocates nothing.
-type view struct {
-	inBackoff bool
-	until     time.Time
-}
-
 // Upstream is one upstream of the pool: its transport, its slots and its
-// health. Its actor goroutine owns the health; queries take and return slots
-// on their own goroutines and send the actor what they observed.
+// health. Its actor goroutine owns the health and the probes; queries take
+// and return slots on their own goroutines and send the actor what they
+// observed.
 type Upstream struct {
 	Name      string
 	Address   string
@@ -45,25 +36,32 @@ type Upstream struct {
 
 	// slots is the counting semaphore of in-flight exchanges: a token in
 	// the channel is a held permit. Capacity is the configured slots.
+	// Probes take none (see probe.go).
 	slots chan struct{}
 
-	// trial is the half-open trial token: set by the one query that takes
-	// the trial, cleared by the actor once that trial's outcome is applied,
-	// or by the query itself when its outcome is not recorded.
-	trial atomic.Bool
+	// backedOff is what the query path reads: published by the actor
+	// whenever the breaker opens or closes, so an answered query on a
+	// healthy upstream publishes nothing.
+	backedOff atomic.Bool
 
-	cur atomic.Pointer[view] // published by the actor; never nil
+	// peers are the upstreams of the pool this one serves, itself
+	// included, for the all-down rule; set by the pool (bind). Nil before:
+	// the rule is then never applied (the backoff always doubles).
+	peers atomic.Pointer[[]*Upstream]
 
 	inbox chan message
 	quit  chan struct{}
 	done  chan struct{}
 
-	policy HealthPolicy
-
-	mu        sync.Mutex // guards following; taken by the actor and by Status, never on the query path
-	health    Health
-	lastErr   error
-	lastErrAt time.Time
+	mu               sync.Mutex // guards following; taken by the actor and by Status, never on the query path
+	policy           HealthPolicy
+	health           Health              // written only by the actor, which may read it without mu
+	rtt              RTT                 // from answered attempts and probes
+	lastErr          error               // the last recorded failure's (attempt or probe)
+	lastErrAt        time.Time           // when it happened
+	probes           [numOutcomes]uint64 // probes by how they ended
+	lastProbeAt      time.Time           // when the last probe ended; zero before one
+	lastProbeOutcome Outcome
 }
 
 func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPolicy) *Upstream {
@@ -77,57 +75,77 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 		done:      make(chan struct{}),
 		policy:    p,
 	}
-	u.cur.Store(&view{})
 	go u.run()
 	return u
 }
 
-// run is the actor: it applies outcomes in the order queries sent them.
-// It receives from its inbox alone (a one-channel receive is cheaper than
-// a select on every outcome); stop sends it a message with stop set.
+// run is the actor: it applies outcomes in the order queries sent them,
+// and probes the upstream at start-up and whenever a backoff ends. The
+// probes run on a goroutine of its own (at most one at a time), which run
+// cancels and waits for before it returns.
 func (u *Upstream) run() {
 	defer close(u.done)
-	for m := range u.inbox {
-		if m.stop {
-			return
+	pr := newProber()
+	defer pr.close()
+	if u.policyNow().ProbeTimeout > 0 {
+		pr.start(u, probeStartup) // concurrently with the first queries: service is not delayed
+	}
+	for {
+		select {
+		case m := <-u.inbox:
+			if m.stop {
+				return
+			}
+			if m.done != nil {
+				close(m.done)
+				continue
+			}
+			u.apply(m)
+			pr.schedule(u)
+		case <-pr.c:
+			pr.fired(u)
+		case r := <-pr.results:
+			pr.running = false
+			u.applyProbe(r, pr.kind)
+			pr.schedule(u)
 		}
-		u.apply(m)
 	}
 }
 
+// policyNow is the health policy in force (a reload may change it).
+func (u *Upstream) policyNow() HealthPolicy {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.policy
+}
+
+// apply records one attempt's outcome.
 func (u *Upstream) apply(m message) {
-	if m.done != nil {
-		close(m.done)
-		return
-	}
 	u.mu.Lock()
 	h := u.health
 	if m.outcome == OutcomeAnswer {
 		h = h.Success()
+		u.rtt = u.rtt.Sample(m.dur)
 	} else {
-		h = h.Failure(m.at, m.probe, u.policy)
+		h = h.Failure(m.at, u.policy)
 		u.lastErr, u.lastErrAt = m.err, m.at
 	}
 	old := u.health
 	u.health = h
 	u.mu.Unlock()
+	u.publish(old, h)
+}
 
-	if h.InBackoff != old.InBackoff || !h.Until.Equal(old.Until) {
-		u.cur.Store(&view{inBackoff: h.InBackoff, until: h.Until})
-	}
-	// The trial ends only after the new view is out, so no query can see
-	// the old half-open view with the token free.
-	if m.trial {
-		u.trial.Store(false)
+// publish tells the query path about a change of eligibility.
+func (u *Upstream) publish(old, h Health) {
+	if h.InBackoff != old.InBackoff {
+		u.backedOff.Store(h.InBackoff)
 	}
 }
 
-// eligibility reports what the dispatch may do with u at now. It reads
-// the published view: no lock on the query path.
-func (u *Upstream) eligibility(now time.Time) Eligibility {
-	v := u.cur.Load()
-	return eligibility(v.inBackoff, v.until, now)
-}
+// eligibility reports what the dispatch may do with u. It reads the
+// published flag: no lock on the query path.
+func (u *Upstream) eligibility() Eligibility { return eligibility(u.backedOff.Load()) }
 
 // tryAcquire takes a slot if one is free, without blocking.
 func (u *Upstream) tryAcquire() bool {
@@ -183,15 +201,19 @@ func (u *Upstream) stop() {
 type Status struct {
 	Name                string
 	Address             string
-	InBackoff           bool // open or half-open
+	InBackoff           bool
 	Slots               int
 	InFlight            int
-	Successes           uint64
-	Failures            uint64
+	Successes           uint64 // recorded answers of attempts; probes are not counted
+	Failures            uint64 // recorded failures of attempts; probes are not counted
 	ConsecutiveFailures int
-	BackoffUntil        time.Time // zero when healthy
+	BackoffUntil        time.Time // zero when healthy; when the next probe is due (or was: one may be running)
 	LastError           error     // nil when none yet
 	LastErrorAt         time.Time
+	RTT                 RTT                 // from answered attempts and probes; RTT.Samples 0 before the first
+	Probes              [numOutcomes]uint64 // probes by how they ended, indexed by Outcome
+	LastProbeAt         time.Time           // when the last probe ended; zero before one
+	LastProbeOutcome    Outcome             // how it ended
 }
 
 func (u *Upstream) status() Status {
@@ -209,5 +231,9 @@ func (u *Upstream) status() Status {
 		BackoffUntil:        u.health.Until,
 		LastError:           u.lastErr,
 		LastErrorAt:         u.lastErrAt,
+		RTT:                 u.rtt,
+		Probes:              u.probes,
+		LastProbeAt:         u.lastProbeAt,
+		LastProbeOutcome:    u.lastProbeOutcome,
 	}
 }

@@ -1,0 +1,234 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// Health probes (spec section 4, "Health"). An upstream's actor probes it
+// itself: once at start-up, and whenever a backoff ends. A probe is one
+// query for ". NS" over the upstream's own transport (its UDP socket, its
+// TLS connections, its HTTP/2 client), bounded by HealthPolicy.ProbeTimeout
+// and classified like an attempt. No client query is ever the trial.
+//
+// A probe is the pool's own query, not a client's: it takes none of the
+// upstream's slots. Taking one could make a client wait behind it (a
+// probe of a saturated upstream at start-up), or keep the probe waiting
+// for a slot and so say nothing about the upstream; there is at most one
+// probe per upstream at a time, so an upstream sees at most slots + 1
+// exchanges from us. (Over tcp:// a probe may still wait for one of the
+// transport's connections, within its own probe_timeout.)
+
+// errProbePanic: the transport panicked during a probe. It is our bug,
+// not the upstream's, and counts as a local error.
+var errProbePanic = errors.New("probe: transport panicked")
+
+// probeKind is why a probe runs.
+type probeKind uint8
+
+const (
+	probeStartup probeKind = iota // the start-up probe of an upstream thought healthy
+	probeBackoff                  // the probe at the end of a backoff
+)
+
+// probeResult is how one probe ended.
+type probeResult struct {
+	outcome    Outcome
+	start, end time.Time
+	err        error
+}
+
+// prober is an actor's probe machinery: the timer for the end of the
+// backoff and the one probe in flight. It is owned by the actor's
+// goroutine; only the probe goroutine it starts touches results and
+// (through ctx) its cancellation.
+type prober struct {
+	timer *time.Timer      // or nil before the first backoff
+	c     <-chan time.Time // timer.C while armed, else nil: a receive that never proceeds
+	armed time.Time        // when it fires; zero when not armed
+
+	running bool      // a probe is in flight: at most one
+	kind    probeKind // the running probe's
+	results chan probeResult
+
+	ctx    context.Context // cancelled by close: a probe in flight ends at once
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the probe goroutine
+}
+
+func newProber() *prober {
+	ctx, cancel := context.WithCancel(context.Background())
+	// results has room for the one probe in flight, so that the probe
+	// goroutine never waits for the actor, even when the actor is gone.
+	return &prober{results: make(chan probeResult, 1), ctx: ctx, cancel: cancel}
+}
+
+// start runs one probe of u on a goroutine of the prober's.
+func (pr *prober) start(u *Upstream, kind probeKind) {
+	pr.running, pr.kind = true, kind
+	timeout := u.policyNow().ProbeTimeout
+	pr.wg.Go(func() { pr.results <- u.probe(pr.ctx, timeout) })
+}
+
+// schedule arms the timer for the end of u's backoff, or disarms it when
+// u is healthy. While a probe runs nothing is armed: its outcome decides.
+func (pr *prober) schedule(u *Upstream) {
+	h := u.health // the actor's own: no lock needed to read it
+	switch {
+	case pr.running:
+	case !h.InBackoff || u.policyNow().ProbeTimeout <= 0:
+		pr.disarm()
+	case !pr.armed.Equal(h.Until):
+		pr.arm(h.Until)
+	}
+}
+
+// fired is the timer's end: the backoff is over, so u is probed.
+func (pr *prober) fired(u *Upstream) {
+	pr.c, pr.armed = nil, time.Time{}
+	if h := u.health; h.InBackoff && !pr.running && !time.Now().Before(h.Until) {
+		pr.start(u, probeBackoff)
+		return
+	}
+	pr.schedule(u)
+}
+
+func (pr *prober) arm(t time.Time) {
+	d := time.Until(t)
+	if pr.timer == nil {
+		pr.timer = time.NewTimer(d)
+	} else {
+		pr.timer.Reset(d) // since Go 1.23 no stale tick can follow a Reset
+	}
+	pr.c, pr.armed = pr.timer.C, t
+}
+
+func (pr *prober) disarm() {
+	if pr.timer != nil {
+		pr.timer.Stop()
+	}
+	pr.c, pr.armed = nil, time.Time{}
+}
+
+// close cancels the probe in flight, if any, and waits for its goroutine.
+func (pr *prober) close() {
+	pr.cancel()
+	pr.wg.Wait()
+	pr.disarm()
+}
+
+// probeQuestion is the probe: ". NS", recursion desired, with the EDNS
+// size nxdnsd asks every upstream with, so that the answer (about 1 KB
+// with the root servers' addresses) comes back whole over UDP.
+func probeQuestion() *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(".", dns.TypeNS)
+	m.SetEdns0(wire.EDNSSize, false)
+	return m
+}
+
+// probe sends one probe over u's transport, bounded by timeout, and
+// classifies how it ended like an attempt (spec section 4): an answer; an
+// expiry of the whole interval and a peer fault are failures; a local
+// error, a cancellation (the pool closing) and anything that says nothing
+// about the upstream are not. A probe is never truncated: it has no
+// client's deadline to share.
+func (u *Upstream) probe(ctx context.Context, timeout time.Duration) (r probeResult) {
+	r.start = time.Now()
+	expiry := r.start.Add(timeout)
+	defer func() {
+		if v := recover(); v != nil {
+			r.end, r.err, r.outcome = time.Now(), fmt.Errorf("%w: %v", errProbePanic, v), OutcomeLocalError
+		}
+	}()
+	q, err := wire.NewQuery(probeQuestion())
+	if err == nil {
+		_, err = u.transport.Exchange(ctx, q, expiry)
+	}
+	r.end, r.err = time.Now(), err
+	r.outcome = probeOutcome(ctx, err, r.end, expiry)
+	return r
+}
+
+func probeOutcome(ctx context.Context, err error, end, expiry time.Time) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeAnswer
+	case ctx.Err() != nil:
+		return OutcomeCanceled
+	case !end.Before(expiry):
+		return OutcomeExpired
+	}
+	switch Classify(err) {
+	case GroupPeerFault:
+		return OutcomePeerFault
+	case GroupLocalResource:
+		return OutcomeLocalError
+	case GroupCanceled:
+		return OutcomeCanceled
+	default:
+		return OutcomeCensored // a transport's budget of its own: nothing said
+	}
+}
+
+// applyProbe records how a probe of the given kind ended and tells
+// OnProbe. A probe cancelled because the pool is closing never gets here:
+// the actor has returned by then.
+func (u *Upstream) applyProbe(r probeResult, kind probeKind) {
+	allDown := u.allDown()
+	u.mu.Lock()
+	p := u.policy
+	h := u.health
+	u.probes[r.outcome]++
+	u.lastProbeAt, u.lastProbeOutcome = r.end, r.outcome
+	// A probe speaks for the state it was started in. If attempts opened
+	// the breaker while the start-up probe ran, or a pass-two answer
+	// closed it while a backoff probe ran, newer evidence has decided and
+	// the probe is only counted (as a stale timeout is in Health.Failure).
+	stale := kind == probeStartup && h.InBackoff || kind == probeBackoff && !h.InBackoff
+	switch r.outcome {
+	case OutcomeAnswer:
+		u.rtt = u.rtt.Sample(r.end.Sub(r.start))
+		if !stale {
+			h = h.ProbeSuccess()
+		}
+	case OutcomeExpired, OutcomePeerFault:
+		u.lastErr, u.lastErrAt = r.err, r.end
+		if !stale {
+			h = h.ProbeFailure(r.end, allDown, p)
+		}
+	default:
+		if !stale {
+			h = h.ProbeLost(r.end, p)
+		}
+	}
+	old := u.health
+	u.health = h
+	u.mu.Unlock()
+	u.publish(old, h)
+	if p.OnProbe != nil {
+		p.OnProbe(u.Name, r.outcome, u.status())
+	}
+}
+
+// allDown reports whether every upstream of u's pool other than u is in
+// backoff: the all-down rule, read from the flags the actors publish.
+func (u *Upstream) allDown() bool {
+	peers := u.peers.Load()
+	if peers == nil {
+		return false
+	}
+	for _, v := range *peers {
+		if v != u && !v.backedOff.Load() {
+			return false
+		}
+	}
+	return true
+}
