@@ -30,8 +30,9 @@ func TestHealthStatusRules(t *testing.T) {
 	healthy := actors.Status{Name: "a", Address: "udp://192.0.2.1:53", Slots: 4}
 	backoff := actors.Status{Name: "b", Address: "udp://192.0.2.2:53", Slots: 4, InBackoff: true,
 		BackoffUntil: t0.Add(time.Second), Failures: 3, ConsecutiveFailures: 3, LastError: refused, LastErrorAt: t0}
-	halfOpen := backoff
-	halfOpen.BackoffUntil = t0.Add(-time.Second) // the backoff ended; the trial has not run yet
+	probing := backoff
+	probing.BackoffUntil = t0.Add(-time.Second) // the backoff ended; its probe is running
+	probing.LastProbeAt, probing.LastProbeOutcome = t0.Add(-3*time.Second), actors.OutcomeExpired
 	for _, tc := range []struct {
 		name   string
 		st     []actors.Status
@@ -41,7 +42,7 @@ func TestHealthStatusRules(t *testing.T) {
 		{"all healthy", []actors.Status{healthy, healthy}, StatusOK, 200},
 		{"some in backoff", []actors.Status{backoff, healthy}, StatusDegraded, 200},
 		{"all in backoff", []actors.Status{backoff, backoff}, StatusDown, 503},
-		{"half-open counts as backoff", []actors.Status{halfOpen}, StatusDown, 503},
+		{"a probe running counts as backoff", []actors.Status{probing}, StatusDown, 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, code := HealthOf(tc.st)
@@ -64,11 +65,40 @@ func TestHealthStatusRules(t *testing.T) {
 	if b.State != StateBackoff || !b.BackoffUntil.Equal(t0.Add(time.Second)) || *b.LastError != refused.Error() || !b.LastErrorAt.Equal(t0) {
 		t.Errorf("upstream in backoff: %+v", b)
 	}
+	if a.SRTTMs != nil || a.RTTVarMs != nil || a.LastProbeAt != nil || a.LastProbeOutcome != nil {
+		t.Errorf("before any answer or probe: srtt %v rttvar %v last probe %v %v, want null", a.SRTTMs, a.RTTVarMs, a.LastProbeAt, a.LastProbeOutcome)
+	}
+}
+
+// The smoothed RTT is in milliseconds to the microsecond, and the last
+// probe is when and how it ended; both validate against openapi.yaml.
+func TestHealthShowsRTTAndLastProbe(t *testing.T) {
+	st := actors.Status{Name: "a", Address: "udp://192.0.2.1:53", Slots: 4,
+		RTT:         actors.RTT{SRTT: 11250 * time.Microsecond, RTTVar: 6250*time.Microsecond + 400, Samples: 2},
+		LastProbeAt: t0.Add(12 * time.Millisecond).In(time.FixedZone("CET", 3600)), LastProbeOutcome: actors.OutcomePeerFault}
+	h, code := HealthOf([]actors.Status{st})
+	u := h.Upstreams[0]
+	if u.SRTTMs == nil || *u.SRTTMs != 11.25 || u.RTTVarMs == nil || *u.RTTVarMs != 6.25 {
+		t.Errorf("srtt %v rttvar %v, want 11.25 and 6.25 ms", u.SRTTMs, u.RTTVarMs)
+	}
+	if u.LastProbeAt == nil || !u.LastProbeAt.Equal(t0.Add(12*time.Millisecond)) || u.LastProbeAt.Location() != time.UTC ||
+		u.LastProbeOutcome == nil || *u.LastProbeOutcome != "peer_fault" {
+		t.Errorf("last probe %v %v, want 18:00:00.012 UTC, peer_fault", u.LastProbeAt, u.LastProbeOutcome)
+	}
+	body, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admintest.RequireHealth(t, code, body)
+	if !strings.Contains(string(body), `"srtt_ms":11.25,"rttvar_ms":6.25,"last_probe_at":"2026-11-29T18:00:00.012Z","last_probe_outcome":"peer_fault"`) {
+		t.Errorf("body %s", body)
+	}
 }
 
 func TestSchemaRefusesWhatItDoesNotDescribe(t *testing.T) {
 	good := `{"status":"ok","upstreams":[{"name":"a","address":"udp://192.0.2.1:53","state":"healthy","slots":1,"in_flight":0,` +
-		`"successes":0,"failures":0,"consecutive_failures":0,"backoff_until":null,"last_error":null,"last_error_at":null}]}`
+		`"successes":0,"failures":0,"consecutive_failures":0,"backoff_until":null,"last_error":null,"last_error_at":null,` +
+		`"srtt_ms":null,"rttvar_ms":null,"last_probe_at":null,"last_probe_outcome":null}]}`
 	if err := admintest.CheckHealth(200, []byte(good)); err != nil {
 		t.Fatalf("a good body: %v", err)
 	}
@@ -76,13 +106,17 @@ func TestSchemaRefusesWhatItDoesNotDescribe(t *testing.T) {
 		code int
 		body string
 	}{
-		"unknown status":      {200, strings.Replace(good, `"ok"`, `"fine"`, 1)},
-		"unknown state":       {200, strings.Replace(good, `"healthy"`, `"sick"`, 1)},
-		"missing field":       {200, strings.Replace(good, `"in_flight":0,`, ``, 1)},
-		"extra field":         {200, strings.Replace(good, `"slots":1,`, `"slots":1,"weight":2,`, 1)},
-		"bad date":            {200, strings.Replace(good, `"last_error_at":null`, `"last_error_at":"yesterday"`, 1)},
-		"undocumented status": {500, good},
-		"not JSON":            {200, `status: ok`},
+		"unknown status":        {200, strings.Replace(good, `"ok"`, `"fine"`, 1)},
+		"unknown state":         {200, strings.Replace(good, `"healthy"`, `"sick"`, 1)},
+		"missing field":         {200, strings.Replace(good, `"in_flight":0,`, ``, 1)},
+		"extra field":           {200, strings.Replace(good, `"slots":1,`, `"slots":1,"weight":2,`, 1)},
+		"bad date":              {200, strings.Replace(good, `"last_error_at":null`, `"last_error_at":"yesterday"`, 1)},
+		"unknown probe outcome": {200, strings.Replace(good, `"last_probe_outcome":null`, `"last_probe_outcome":"fine"`, 1)},
+		"srtt as a string":      {200, strings.Replace(good, `"srtt_ms":null`, `"srtt_ms":"12ms"`, 1)},
+		"negative rttvar":       {200, strings.Replace(good, `"rttvar_ms":null`, `"rttvar_ms":-1`, 1)},
+		"missing last probe":    {200, strings.Replace(good, `"last_probe_at":null,`, ``, 1)},
+		"undocumented status":   {500, good},
+		"not JSON":              {200, `status: ok`},
 	} {
 		if err := admintest.CheckHealth(tc.code, []byte(tc.body)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -17,7 +17,7 @@ const (
 // Values of UpstreamHealth.State.
 const (
 	StateHealthy = "healthy"
-	StateBackoff = "backoff" // in backoff, half-open included
+	StateBackoff = "backoff" // in backoff, until a probe's answer heals it
 )
 
 // Health is the body of GET /api/health, described by openapi.yaml.
@@ -37,9 +37,13 @@ type UpstreamHealth struct {
 	Successes           uint64     `json:"successes"`
 	Failures            uint64     `json:"failures"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
-	BackoffUntil        *time.Time `json:"backoff_until"` // null unless in backoff; in the past while half-open
-	LastError           *string    `json:"last_error"`    // the last recorded failure's error, null before any
-	LastErrorAt         *time.Time `json:"last_error_at"` // when that failure was recorded
+	BackoffUntil        *time.Time `json:"backoff_until"`      // null unless in backoff; when the next probe is due (in the past while it runs)
+	LastError           *string    `json:"last_error"`         // the last recorded failure's error (an attempt's or a probe's), null before any
+	LastErrorAt         *time.Time `json:"last_error_at"`      // when that failure was recorded
+	SRTTMs              *float64   `json:"srtt_ms"`            // smoothed round-trip time (RFC 6298), null before the first answer
+	RTTVarMs            *float64   `json:"rttvar_ms"`          // its variation, null likewise
+	LastProbeAt         *time.Time `json:"last_probe_at"`      // when the last health probe ended, null before one
+	LastProbeOutcome    *string    `json:"last_probe_outcome"` // how it ended (an attempt outcome's name), null before one
 }
 
 // HealthOf builds the health report of the upstreams in st and the HTTP
@@ -69,6 +73,13 @@ func HealthOf(st []actors.Status) (Health, int) {
 			u.LastError = &msg
 			u.LastErrorAt = utc(s.LastErrorAt)
 		}
+		if s.RTT.Samples > 0 {
+			u.SRTTMs, u.RTTVarMs = millis(s.RTT.SRTT), millis(s.RTT.RTTVar)
+		}
+		if !s.LastProbeAt.IsZero() {
+			o := s.LastProbeOutcome.String()
+			u.LastProbeAt, u.LastProbeOutcome = utc(s.LastProbeAt), &o
+		}
 		h.Upstreams[i] = u
 	}
 	switch {
@@ -81,6 +92,12 @@ func HealthOf(st []actors.Status) (Health, int) {
 		h.Status = StatusOK
 	}
 	return h, http.StatusOK
+}
+
+// millis returns d in milliseconds, to the microsecond.
+func millis(d time.Duration) *float64 {
+	ms := float64(d.Microseconds()) / 1000
+	return &ms
 }
 
 // utc returns t in UTC without its monotonic reading, or nil for the zero
