@@ -35,7 +35,8 @@ const (
 	hitsTargetRatio = 0.93
 
 	// maxSaturatedP99 bounds the saturated burst's p99: one 100 ms answer
-	// of the primary, and little else.
+	// of the primary, and little else. (The bursts' targets are checked
+	// through scenario.MaxP99.)
 	maxSaturatedP99 = 110 * time.Millisecond
 )
 
@@ -322,7 +323,8 @@ func (r *report) writeBursts(b *strings.Builder) {
 			ms(res.Percentile(0.5)), ms(res.Percentile(0.95)), ms(res.Percentile(0.99)), ms(res.Percentile(1)), mib(x.peakRSS))
 	}
 	fmt.Fprintf(b, "\nAnswered is NOERROR with the answer; percentiles are over every answer, whatever its rcode. "+
-		"The flip scenario answers %d warm-up queries first, then blackholes the primary for the burst.\n", warmUpQueries)
+		"The blackhole burst begins %v after nxdnsd was started (its start-up probes have run). "+
+		"The flip scenario answers %d warm-up queries first, then blackholes the primary for the burst.\n", scenarios[0].StartAfter, warmUpQueries)
 }
 
 func (r *report) writeVerdict(b *strings.Builder) {
@@ -359,9 +361,9 @@ func (r *report) writeVerdict(b *strings.Builder) {
 	}
 	for _, x := range r.bursts {
 		check(x.answeredPct() == 100, "%s: %.1f %% answered", x.Name, x.answeredPct())
-		if x.Slug == "saturated" {
+		if x.MaxP99 > 0 {
 			p99 := x.res.Percentile(0.99)
-			check(p99 < maxSaturatedP99, "%s: p99 %.1f ms < %s", x.Name, float64(p99)/float64(time.Millisecond), ms(maxSaturatedP99))
+			check(p99 < x.MaxP99, "%s: p99 %.1f ms < %s", x.Name, float64(p99)/float64(time.Millisecond), ms(x.MaxP99))
 		}
 	}
 }
