@@ -157,7 +157,10 @@ func (s *DoHServer) serveDoH(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	out := new(captureConn)
-	s.handler(&Writer{srv: s.core, proto: "tcp", conn: out}, q)
+	if IsProbe(q) {
+		s.core.probes.n.Add(1)
+	}
+	s.core.dispatch(s.handler, &Writer{srv: s.core, proto: "tcp", conn: out}, q)
 	answer := out.message()
 	if answer == nil {
 		// CloseConn, or a handler that returned without answering: reset

@@ -76,7 +76,8 @@ func (s *DoTServer) Upstream() string {
 // failed included: one for any number of queries on a reused connection.
 func (s *DoTServer) Accepts() int64 { return s.accepts.Load() }
 
-// Queries returns the number of queries received.
+// Queries returns the number of queries received, health probes not
+// included.
 func (s *DoTServer) Queries() int64 { return s.queries.Load() }
 
 // CloseConns closes every connection open now, between queries, as a
@@ -156,12 +157,13 @@ func (s *DoTServer) serveConn(conn net.Conn) {
 			}
 			return
 		}
-		s.queries.Add(1)
 		q := new(dns.Msg)
 		if err := q.Unpack(raw); err != nil {
+			s.queries.Add(1)
 			s.core.report(fmt.Errorf("unpacking a DoT query: %w", err))
 			return
 		}
+		s.core.count(&s.queries, q)
 		if len(q.Question) != 1 {
 			s.core.report(fmt.Errorf("a DoT query with %d questions", len(q.Question)))
 			return
@@ -172,7 +174,7 @@ func (s *DoTServer) serveConn(conn net.Conn) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handler(w, q)
+			s.core.dispatch(s.handler, w, q)
 		}()
 	}
 }

@@ -42,6 +42,7 @@ type Server struct {
 	udpQueries atomic.Int64
 	tcpQueries atomic.Int64
 	tcpAccepts atomic.Int64
+	probes     probes // health probes: counted and served apart (probe.go)
 
 	mu     sync.Mutex // guards following
 	conns  map[net.Conn]struct{}
@@ -93,10 +94,12 @@ func (s *Server) listen() error {
 	return fmt.Errorf("no port free for both UDP and TCP: %w", lastErr)
 }
 
-// UDPQueries returns the number of queries received over UDP.
+// UDPQueries returns the number of queries received over UDP, health
+// probes not included.
 func (s *Server) UDPQueries() int64 { return s.udpQueries.Load() }
 
-// TCPQueries returns the number of queries received over TCP.
+// TCPQueries returns the number of queries received over TCP, health
+// probes not included.
 func (s *Server) TCPQueries() int64 { return s.tcpQueries.Load() }
 
 // TCPAccepts returns the number of TCP connections accepted: one for any
@@ -169,12 +172,13 @@ func (s *Server) serveUDP() {
 			}
 			return
 		}
-		s.udpQueries.Add(1)
 		q := new(dns.Msg)
 		if err := q.Unpack(buf[:n]); err != nil {
+			s.udpQueries.Add(1)
 			s.report(fmt.Errorf("unpacking a UDP query: %w", err))
 			continue
 		}
+		s.count(&s.udpQueries, q)
 		if len(q.Question) != 1 {
 			s.report(fmt.Errorf("a UDP query with %d questions", len(q.Question)))
 			continue
@@ -183,7 +187,7 @@ func (s *Server) serveUDP() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handler(w, q)
+			s.dispatch(s.handler, w, q)
 		}()
 	}
 }
@@ -234,18 +238,19 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			return
 		}
-		s.tcpQueries.Add(1)
 		q := new(dns.Msg)
 		if err := q.Unpack(raw); err != nil {
+			s.tcpQueries.Add(1)
 			s.report(fmt.Errorf("unpacking a TCP query: %w", err))
 			return
 		}
+		s.count(&s.tcpQueries, q)
 		if len(q.Question) != 1 {
 			s.report(fmt.Errorf("a TCP query with %d questions", len(q.Question)))
 			return
 		}
 		w := &Writer{srv: s, proto: "tcp", conn: c}
-		s.handler(w, q)
+		s.dispatch(s.handler, w, q)
 		if w.connClosed {
 			return
 		}
