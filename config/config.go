@@ -35,6 +35,11 @@ type Server struct {
 	TCPIdleTimeoutMS     int      `toml:"tcp_idle_timeout_ms"`    // a TCP client must deliver a whole query within this
 	MaxTCPConnections    int      `toml:"max_tcp_connections"`    // concurrent client TCP connections
 	MaxConcurrentQueries int      `toml:"max_concurrent_queries"` // queries served at once; past it, REFUSED
+	Allow                []string `toml:"allow"`                  // CIDR prefixes of the clients served; others get REFUSED
+
+	// AllowPrefixes is Allow parsed by validation (Load, Parse, Validate),
+	// read from no key.
+	AllowPrefixes []netip.Prefix `toml:"-"`
 }
 
 // UpstreamPolicy is the [upstream] table: the pool's budget and health policy.

@@ -3,6 +3,7 @@ package config
 import (
 	_ "embed"
 	"math"
+	"net/netip"
 )
 
 // Defaults of the keys that live inside array-of-tables elements, which
@@ -50,6 +51,8 @@ func Default() Config {
 			TCPIdleTimeoutMS:     10000,
 			MaxTCPConnections:    1024,
 			MaxConcurrentQueries: 4096,
+			Allow:                DefaultAllow(),
+			AllowPrefixes:        defaultAllowPrefixes(),
 		},
 		Upstream: UpstreamPolicy{
 			AttemptTimeoutMS: 2500,
@@ -78,6 +81,22 @@ func Default() Config {
 		Admin:    Admin{Listen: "127.0.0.1:8053"},
 		Log:      Log{Level: "info"},
 	}
+}
+
+// DefaultAllow is server.allow's default: loopback and the private,
+// shared, link-local and unique-local ranges, the clients of a home or
+// edge network (spec section 2).
+func DefaultAllow() []string {
+	return []string{"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+		"100.64.0.0/10", "169.254.0.0/16", "fc00::/7", "fe80::/10"}
+}
+
+func defaultAllowPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range DefaultAllow() {
+		out = append(out, netip.MustParsePrefix(a))
+	}
+	return out
 }
 
 // newUpstream is an [[upstreams]] element before its keys are decoded onto

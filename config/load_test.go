@@ -90,6 +90,7 @@ listen = ["0.0.0.0:53", "[::]:53"]
 tcp_idle_timeout_ms = 3000
 max_tcp_connections = 10
 max_concurrent_queries = 20
+allow = ["192.0.2.0/24", "2001:db8::7/128"]
 [upstream]
 attempt_timeout_ms = 100
 total_timeout_ms = 100
@@ -139,7 +140,7 @@ listen = ""
 level = "error"
 `)
 	want := Config{
-		Server:   Server{Listen: []string{"0.0.0.0:53", "[::]:53"}, TCPIdleTimeoutMS: 3000, MaxTCPConnections: 10, MaxConcurrentQueries: 20},
+		Server:   Server{Listen: []string{"0.0.0.0:53", "[::]:53"}, TCPIdleTimeoutMS: 3000, MaxTCPConnections: 10, MaxConcurrentQueries: 20, Allow: []string{"192.0.2.0/24", "2001:db8::7/128"}},
 		Upstream: UpstreamPolicy{AttemptTimeoutMS: 100, TotalTimeoutMS: 100, ReadTimeoutMS: 50, FailureThreshold: 1, BackoffMS: 10, BackoffMaxMS: 10, ProbeTimeoutMS: 20},
 		Upstreams: []Upstream{
 			{Name: "primary", Address: "tls://dns.example:853", IP: "192.0.2.53", Slots: 1, CAFile: ca, Enabled: ptr(false)},

@@ -132,6 +132,7 @@ func withoutParsed(c Config) Config {
 		u := &c.Upstreams[i]
 		u.Addr, u.DialIP, u.RootCAs = wire.Address{}, netip.Addr{}, nil
 	}
+	c.Server.AllowPrefixes = nil
 	return c
 }
 

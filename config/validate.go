@@ -46,6 +46,7 @@ func (ck *checker) add(path, format string, args ...any) {
 func (c *Config) check() Problems {
 	var ck checker
 	listens := ck.server(c.Server)
+	c.Server.AllowPrefixes = ck.allow(c.Server.Allow)
 	ck.policy(c.Upstream)
 	ck.upstreams(c.Upstreams)
 	ck.forwardZones(c.ForwardZones)
@@ -66,6 +67,20 @@ func (c *Config) check() Problems {
 		ck.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	return ck.problems
+}
+
+// allow checks server.allow and returns its prefixes, masked.
+func (ck *checker) allow(list []string) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(list))
+	for i, a := range list {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			ck.add(fmt.Sprintf("server.allow[%d]", i), "%q is not a CIDR prefix (e.g. 192.168.0.0/16, fd00::/8, 192.0.2.7/32)", a)
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }
 
 // server checks [server] and returns the listen addresses it accepted.

@@ -44,6 +44,8 @@ func TestRules(t *testing.T) {
 		{"tcp idle 0", "[server]\ntcp_idle_timeout_ms = 0" + okUpstream, []string{"server.tcp_idle_timeout_ms"}},
 		{"tcp idle too long", "[server]\ntcp_idle_timeout_ms = 2147483648" + okUpstream, []string{"server.tcp_idle_timeout_ms"}},
 		{"max tcp connections 0", "[server]\nmax_tcp_connections = 0" + okUpstream, []string{"server.max_tcp_connections"}},
+		{"allow not a prefix", "[server]\nallow = [\"10.0.0.0/8\", \"192.168.1.1\", \"fd00::/8\", \"10.0.0.0/33\"]" + okUpstream, []string{"server.allow[1]", "server.allow[3]"}},
+		{"allow empty", "[server]\nallow = []" + okUpstream, nil},
 		{"max concurrent queries negative", "[server]\nmax_concurrent_queries = -1" + okUpstream, []string{"server.max_concurrent_queries"}},
 
 		// [upstream]

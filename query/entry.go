@@ -16,6 +16,7 @@ const (
 	SourcePool        = "pool"         // the upstream pool
 	SourceCache       = "cache"        // a fresh cached answer, or a remembered failure
 	SourceStale       = "stale"        // an expired cached answer (RFC 8767)
+	SourceRefused     = "refused"      // outside server.allow, or past max_concurrent_queries
 )
 
 // Outcomes of a forward-zone exchange, the outcome label of

@@ -7,6 +7,8 @@ package query
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +37,11 @@ type HandlerConfig struct {
 
 	// Cache is the answer cache and its policy; the zero value is none.
 	Cache CacheConfig
+
+	// Allow lists the clients served (server.allow); the others are
+	// answered REFUSED with EDE 18 and nothing else is done. Nil serves
+	// every client; an empty, non-nil list serves none.
+	Allow []netip.Prefix
 }
 
 // Errors of NewHandler; each wraps the detail of the first problem found.
@@ -53,6 +60,8 @@ type Handler struct {
 	hooks   Hooks       // or nil
 	cache   CacheConfig // cache.Cache nil: no cache
 	refresh *refresher  // nil without a cache
+	allow   []netip.Prefix
+	open    bool // Allow was nil: every client is served
 }
 
 // NewHandler builds a Handler, checking the zones and records. An error
@@ -76,6 +85,8 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		pool:  cfg.Pool,
 		hooks: cfg.Hooks,
 		cache: cfg.Cache,
+		allow: slices.Clone(cfg.Allow),
+		open:  cfg.Allow == nil,
 	}
 	if h.cache.Cache != nil {
 		h.refresh = newRefresher(h)
@@ -235,6 +246,10 @@ func (h *Handler) finish(s *scratch, m *dns.Msg, out []byte, rcode int) []byte {
 // reports done false.
 func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
 	r, e := &s.req, &s.entry
+	if !h.allows(e.Client.Addr()) {
+		e.Source = SourceRefused
+		return withEDE(r.reply(dns.RcodeRefused), edeProhibited, ""), nil, 0, true
+	}
 	if r.reject != dns.RcodeSuccess {
 		return r.reply(r.reject), nil, 0, true
 	}
@@ -251,6 +266,20 @@ func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode i
 		return nil, nil, 0, false
 	}
 	return h.fromCacheQuick(s, buf)
+}
+
+// allows reports whether a is one of the clients served.
+func (h *Handler) allows(a netip.Addr) bool {
+	if h.open {
+		return true
+	}
+	a = a.WithZone("") // a link-local client's zone: Contains refuses zoned addresses
+	for _, p := range h.allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // slow resolves what quick could not answer: through the cache's stale
