@@ -9,7 +9,7 @@ import (
 
 // listenUDP binds one UDP socket to ap: SO_REUSEPORT is a Unix option.
 func listenUDP(ap netip.AddrPort, _ int) ([]*net.UDPConn, error) {
-	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+	pc, err := net.ListenUDP(udpNetwork(ap), net.UDPAddrFromAddrPort(ap))
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // each). The first chooses the port when ap's is 0; the others join it.
 func listenUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	if n <= 1 {
-		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		pc, err := net.ListenUDP(udpNetwork(ap), net.UDPAddrFromAddrPort(ap))
 		if err != nil {
 			return nil, err
 		}
@@ -34,7 +34,7 @@ func listenUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	}}
 	var out []*net.UDPConn
 	for range n {
-		pc, err := lc.ListenPacket(context.Background(), "udp", net.UDPAddrFromAddrPort(ap).String())
+		pc, err := lc.ListenPacket(context.Background(), udpNetwork(ap), net.UDPAddrFromAddrPort(ap).String())
 		if err != nil {
 			for _, c := range out {
 				_ = c.Close()

@@ -265,15 +265,39 @@ func (s *Server) bindLocked() (err error) {
 		if err != nil {
 			return fmt.Errorf("listening on udp %s: %w", a, err)
 		}
+		if ap.Addr().IsUnspecified() {
+			for _, pc := range pcs {
+				if err := recvDestination(pc, !ap.Addr().Is4()); err != nil && s.Logger != nil {
+					s.Logger.Warn("a wildcard socket will answer from the kernel's choice of address", zap.Error(err))
+				}
+			}
+		}
 		s.udp = append(s.udp, pcs...)
 		s.udpAddrs = append(s.udpAddrs, pcs[0].LocalAddr())
-		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
+		l, err := net.ListenTCP(tcpNetwork(ap), net.TCPAddrFromAddrPort(ap))
 		if err != nil {
 			return fmt.Errorf("listening on tcp %s: %w", a, err)
 		}
 		s.listeners = append(s.listeners, l)
 	}
 	return nil
+}
+
+// udpNetwork and tcpNetwork name the family of ap's socket: 0.0.0.0 binds
+// IPv4 only and [::] IPv6 only (Go's "udp" and "tcp" would bind 0.0.0.0 on
+// both families, so that [::] beside it could not be bound).
+func udpNetwork(ap netip.AddrPort) string {
+	if ap.Addr().Is4() {
+		return "udp4"
+	}
+	return "udp6"
+}
+
+func tcpNetwork(ap netip.AddrPort) string {
+	if ap.Addr().Is4() {
+		return "tcp4"
+	}
+	return "tcp6"
 }
 
 // Addrs returns the addresses actually bound, in the order of Listen; nil

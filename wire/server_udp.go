@@ -24,11 +24,28 @@ const udpReadBufLen = 65535
 // arrive.
 func (s *Server) readUDP(pc *net.UDPConn) {
 	buf := make([]byte, udpReadBufLen)
+	// A wildcard socket learns each datagram's destination, to answer
+	// from it (see recvDestination).
+	var oob []byte
+	if la, ok := pc.LocalAddr().(*net.UDPAddr); ok && la.IP.IsUnspecified() && pktinfoLen > 0 {
+		oob = make([]byte, 2*pktinfoLen)
+	}
 	fast, _ := s.Handler.(FastHandler)
 	out := make([]byte, 0, clientAnswerBufLen) // answers built on this goroutine
 	req := new(Request)                        // the fast path's, reused: one allocation per reader
 	for {
-		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		var n int
+		var from netip.AddrPort
+		var err error
+		var local netip.Addr
+		var ifindex int32
+		if oob != nil {
+			var oobn int
+			n, oobn, _, from, err = pc.ReadMsgUDPAddrPort(buf, oob)
+			local, ifindex, _ = destination(oob[:oobn])
+		} else {
+			n, from, err = pc.ReadFromUDPAddrPort(buf)
+		}
 		if err != nil {
 			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -48,7 +65,7 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 			*req = Request{Raw: buf[:n], Proto: "udp", Client: client, Answer: out[:0]}
 			if answer, handled := s.handleFast(fast, req); handled {
 				if answer != nil {
-					s.writeUDP(pc, answer, from)
+					s.writeUDP(pc, answer, from, local, ifindex)
 				}
 				continue
 			}
@@ -56,7 +73,7 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 		}
 		if !s.admit() {
 			if refused := s.refuse(buf[:n]); refused != nil {
-				s.writeUDP(pc, refused, from)
+				s.writeUDP(pc, refused, from, local, ifindex)
 			}
 			continue
 		}
@@ -67,7 +84,7 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 			q.out = make([]byte, 0, clientAnswerBufLen)
 		}
 		q.req.Answer = q.out[:0]
-		job := udpJob{pc: pc, q: q, to: from}
+		job := udpJob{pc: pc, q: q, to: from, local: local, ifindex: ifindex}
 		select {
 		case s.udpWork <- job:
 		default:
@@ -90,9 +107,11 @@ const udpWorkerIdle = 10 * time.Second
 // udpJob is one admitted datagram on its way to a worker; a job without a
 // query asks the idle worker that takes it to end.
 type udpJob struct {
-	pc *net.UDPConn
-	q  *clientQuery
-	to netip.AddrPort
+	pc      *net.UDPConn
+	q       *clientQuery
+	to      netip.AddrPort
+	local   netip.Addr // the address the client asked, on a wildcard socket; else invalid
+	ifindex int32      // the interface it came in on, with local
 }
 
 // udpWorker serves job, then every job handed to it, until the reaper asks
@@ -148,12 +167,22 @@ func (s *Server) serveUDP(job udpJob) {
 	defer s.release()
 	defer putClientQuery(job.q)
 	if answer := s.handle(&job.q.req); answer != nil {
-		s.writeUDP(job.pc, answer, job.to)
+		s.writeUDP(job.pc, answer, job.to, job.local, job.ifindex)
 	}
 }
 
-func (s *Server) writeUDP(pc *net.UDPConn, b []byte, to netip.AddrPort) {
-	if _, err := pc.WriteToUDPAddrPort(b, to); err != nil {
+// writeUDP sends answer b to the client at to, from local (on interface
+// ifindex) when it is valid: the address the client asked on a wildcard
+// socket.
+func (s *Server) writeUDP(pc *net.UDPConn, b []byte, to netip.AddrPort, local netip.Addr, ifindex int32) {
+	var err error
+	if local.IsValid() {
+		var oob [64]byte
+		_, _, err = pc.WriteMsgUDPAddrPort(b, sourceOOB(oob[:], local, ifindex), to)
+	} else {
+		_, err = pc.WriteToUDPAddrPort(b, to)
+	}
+	if err != nil {
 		s.log.Debug("writing udp answer", zap.Stringer("client", to), zap.Error(err))
 	}
 }
