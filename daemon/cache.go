@@ -7,7 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/cache"
+	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/query"
 )
 
@@ -52,19 +54,19 @@ func (d *Daemon) staleMaxAge() time.Duration {
 	return d.cfg.Cache.StaleMaxAge()
 }
 
-// cacheConfig is the query path's view of the cache and its policy.
-func (d *Daemon) cacheConfig() query.CacheConfig {
+// cacheConfig is the query path's view of the cache and its policy cc,
+// for a handler over pool.
+func (d *Daemon) cacheConfig(cc config.Cache, pool *actors.Pool) query.CacheConfig {
 	if d.cache == nil {
 		return query.CacheConfig{}
 	}
-	cc := d.cfg.Cache
 	return query.CacheConfig{
 		Cache:              d.cache,
 		Prefetch:           cc.Prefetch,
 		ServeStale:         cc.ServeStale,
 		StaleAnswerTTL:     cc.StaleAnswerTTL(),
 		StaleClientTimeout: cc.StaleClientTimeout(),
-		AllDown:            d.pool.AllInBackoff,
+		AllDown:            pool.AllInBackoff,
 		OnPrefetch:         d.metrics.Prefetch,
 	}
 }

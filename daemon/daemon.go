@@ -8,10 +8,12 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,25 +22,40 @@ import (
 	"github.com/nxdnsd/nxdnsd/admin"
 	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/internal/sdnotify"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
 	"github.com/nxdnsd/nxdnsd/querylog"
-	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Daemon is one running nxdnsd.
 type Daemon struct {
-	cfg     *config.Config
-	log     *zap.Logger
-	pool    *actors.Pool
-	cache   *cache.Cache // or nil: cache.enabled is false
-	handler *query.Handler
-	server  *wire.Server
-	closers []wire.Transport // every upstream and forward-zone client, closed at shutdown
+	log   *zap.Logger
+	opts  options
+	cache *cache.Cache // or nil: cache.enabled is false; kept by every reload
+	hooks *observer    // every generation's query.Hooks
+
+	// front is every listener's handler: it holds the current generation
+	// (the pool, the forward-zone clients, the query handler), which a
+	// reload replaces.
+	front front
 
 	metrics *metrics.Metrics // always non-nil
 	qlog    *querylog.Logger // or nil: query_log.path is ""
 	admin   *admin.Server    // or nil: admin.listen is ""
+
+	live atomic.Bool // DNS is served: from Start until Shutdown begins
+
+	// level, or nil, is the logger's level: a reload sets it to log.level.
+	level *zap.AtomicLevel
+
+	mu               sync.Mutex     // guards following; serialises Reload and Shutdown
+	cfg              *config.Config // the running configuration
+	listeners        []*listener    // by server.listen, in its order
+	stopped          bool           // Shutdown has begun
+	lastReloadFailed bool
+	lastRetired      chan struct{}  // closed when the latest generation retired has been closed; nil before any
+	bg               sync.WaitGroup // generations retiring, listeners a reload removed
 }
 
 // New builds a daemon from cfg, which must have passed validation, and
@@ -51,84 +68,27 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d := &Daemon{cfg: cfg, log: log}
+	d := &Daemon{cfg: cfg, log: log, opts: opts}
 	defer func() {
 		if err != nil {
 			d.abandon()
 		}
 	}()
 
-	var specs []actors.Spec
-	var names []string
-	for _, u := range cfg.Upstreams {
-		if !u.IsEnabled() {
-			continue
-		}
-		// The address, ip and ca_file come parsed and loaded by the
-		// configuration's validation: nothing is parsed or read again.
-		t, err := wire.NewTransport(u.Addr,
-			// One idle connection per slot (tcp, tls, https): every
-			// exchange in flight can reuse one. UDP shares one socket.
-			wire.WithMaxConns(u.Slots), wire.WithMaxIdle(u.Slots),
-			wire.WithDialIP(u.DialIP), wire.WithRootCAs(u.RootCAs))
-		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
-		}
-		d.closers = append(d.closers, t)
-		var x wire.Exchanger = t
-		if opts.exchanger != nil {
-			x = opts.exchanger(len(specs), t)
-		}
-		specs = append(specs, actors.Spec{Name: u.Name, Address: u.Address, Slots: u.Slots, Transport: x})
-		names = append(names, u.Name)
-	}
-	d.metrics = newMetrics(cfg, names)
-	p := cfg.Upstream
-	d.pool, err = actors.NewPool(actors.Policy{
-		AttemptTimeout: p.AttemptTimeout(),
-		TotalTimeout:   p.TotalTimeout(),
-		Health: actors.HealthPolicy{
-			FailureThreshold: p.FailureThreshold,
-			Backoff:          p.Backoff(),
-			BackoffMax:       p.BackoffMax(),
-		},
-	}, specs, d.metrics)
-	if err != nil {
-		return nil, err
-	}
-	d.metrics.AttachPool(d.pool)
+	d.metrics = newMetrics(cfg, enabledNames(cfg))
 	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts); err != nil {
 		return nil, err
 	}
-
-	var zones []query.Zone
-	for _, z := range cfg.ForwardZones {
-		f := wire.NewForwarder(z.Resolver, p.ReadTimeout())
-		d.closers = append(d.closers, f)
-		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
-	}
+	d.hooks = &observer{metrics: d.metrics, qlog: d.qlog}
 	d.cache = d.newCache()
-	d.handler, err = query.NewHandler(query.HandlerConfig{
-		Zones:   zones,
-		Records: localRecords(cfg.LocalRecords),
-		Pool:    d.pool,
-		Hooks:   &observer{metrics: d.metrics, qlog: d.qlog},
-		Cache:   d.cacheConfig(),
-	})
+	g, err := d.build(cfg, nil, d.metrics.Upstreams(enabledNames(cfg)))
 	if err != nil {
 		return nil, err
 	}
-
-	s := cfg.Server
-	d.server = &wire.Server{
-		Listen:               s.Listen,
-		Handler:              d.handler,
-		TCPIdleTimeout:       s.TCPIdleTimeout(),
-		MaxTCPConnections:    s.MaxTCPConnections,
-		MaxConcurrentQueries: s.MaxConcurrentQueries,
-		Logger:               log,
-		OnOverload:           d.metrics.OverloadRefused,
-		OnPanic:              d.metrics.Panic,
+	d.front.cur.Store(g)
+	d.metrics.UsePool(g.pool, g.ups)
+	for _, a := range cfg.Server.Listen {
+		d.listeners = append(d.listeners, d.newListener(a))
 	}
 	d.admin = d.newAdmin()
 	return d, nil
@@ -153,18 +113,22 @@ func (d *Daemon) Start() error {
 			return err
 		}
 	}
-	if err := d.server.Start(); err != nil {
+	d.mu.Lock()
+	err := d.startListeners(d.listeners)
+	d.mu.Unlock()
+	if err != nil {
 		if d.admin != nil {
 			_ = d.admin.Shutdown(context.Background())
 		}
 		d.abandon()
 		return err
 	}
-	udp, tcp := d.server.Addrs()
+	d.live.Store(true)
+	udp, tcp := d.Addrs()
 	d.log.Info("nxdnsd started",
-		zap.Strings("udp", addrStrings(udp)),
-		zap.Strings("tcp", addrStrings(tcp)),
-		zap.Strings("upstreams", upstreamNames(d.pool)),
+		zap.Strings("udp", apStrings(udp)),
+		zap.Strings("tcp", apStrings(tcp)),
+		zap.Strings("upstreams", upstreamNames(d.Pool())),
 		zap.String("admin", adminString(d.AdminAddr())),
 		zap.String("query_log", d.cfg.QueryLog.Path))
 	return nil
@@ -180,24 +144,27 @@ func adminString(ap netip.AddrPort) string {
 
 // abandon releases whatever New built, for a New or a Start that failed.
 func (d *Daemon) abandon() {
-	if d.handler != nil {
-		d.handler.Close()
+	if g := d.front.current(); g != nil {
+		g.close(nil)
 	}
-	if d.pool != nil {
-		d.pool.Close()
-	}
-	d.closeTransports()
 	d.closeQueryLog()
 }
 
-// Addrs returns the bound client addresses, UDP then TCP.
+// Addrs returns the bound client addresses, UDP then TCP, each in the
+// order of server.listen.
 func (d *Daemon) Addrs() (udp, tcp []netip.AddrPort) {
-	u, t := d.server.Addrs()
-	return addrPorts(u), addrPorts(t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.listeners {
+		u, t := l.srv.Addrs()
+		udp, tcp = append(udp, addrPorts(u)...), append(tcp, addrPorts(t)...)
+	}
+	return udp, tcp
 }
 
-// Pool returns the upstream pool, for the health API and metrics.
-func (d *Daemon) Pool() *actors.Pool { return d.pool }
+// Pool returns the current upstream pool, for the health API and metrics.
+// A reload replaces it.
+func (d *Daemon) Pool() *actors.Pool { return d.front.current().pool }
 
 // Shutdown stops listening at once, lets queries in flight finish until
 // ctx is done, stops the admin server, stops the pool's actors, closes
@@ -205,40 +172,90 @@ func (d *Daemon) Pool() *actors.Pool { return d.pool }
 // every line of an answered query is written, none is cut off by the exit.
 // A second call does nothing more.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	err := d.server.Shutdown(ctx)
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return nil
+	}
+	d.stopped = true
+	ls := d.listeners
+	d.mu.Unlock()
+	d.live.Store(false)
+
+	err := d.stopListeners(ctx, ls)
 	if d.admin != nil {
 		if aerr := d.admin.Shutdown(ctx); err == nil {
 			err = aerr
 		}
 	}
-	d.handler.Close() // the cache's refreshes end
+	// No query runs any more: the generations a reload retired drain and
+	// close, and the listeners it removed have stopped.
+	d.bg.Wait()
+	g := d.front.current()
+	g.handler.Close() // the cache's refreshes end
 	d.saveCache()
-	d.pool.Close()
-	d.closeTransports()
+	g.close(nil)
 	d.closeQueryLog()
 	d.log.Info("nxdnsd stopped")
 	return err
 }
 
+// RunOptions are what Run serves besides its configuration: the signals
+// and the service manager. The zero value serves none of them.
+type RunOptions struct {
+	// Reopen (SIGUSR1) reopens the query log file; nil: never.
+	Reopen <-chan os.Signal
+
+	// Reload (SIGHUP) applies the configuration Load reads (Reload).
+	Reload <-chan os.Signal
+
+	// Load reads the configuration file again; nil when nxdnsd runs on
+	// the embedded default, whose reload changes nothing (and says so).
+	Load func() (*config.Config, error)
+
+	// Level, or nil, is the logger's level, which a reload sets to
+	// log.level.
+	Level *zap.AtomicLevel
+
+	// Notifier, or nil, tells systemd when every listener is bound
+	// (READY=1), when a reload begins and ends, and when nxdnsd stops.
+	Notifier *sdnotify.Notifier
+}
+
 // Run starts the daemon and serves until ctx is done, then shuts down,
-// giving queries in flight the pool's total budget to finish. A value on
-// reopen (SIGUSR1, or nil for none) reopens the query log file.
-func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, reopen <-chan os.Signal) error {
+// giving queries in flight the pool's total budget to finish.
+func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, ro RunOptions) error {
 	d, err := New(cfg, log)
 	if err != nil {
 		return err
 	}
+	d.level = ro.Level
 	if err := d.Start(); err != nil {
 		return err
 	}
+	notify := func(states ...string) {
+		if err := ro.Notifier.Notify(states...); err != nil {
+			log.Warn("telling systemd the service's state", zap.Strings("state", states), zap.Error(err))
+		}
+	}
+	notify(sdnotify.Ready, sdnotify.Status(d.status()))
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
-		case <-reopen:
+		case <-ro.Reopen:
 			_ = d.Reopen() // logged there; a failed reopen keeps the old file
+		case <-ro.Reload:
+			if ro.Load == nil {
+				log.Info("SIGHUP: running on the embedded default (no -c), there is no file to read again; nothing changed")
+				continue
+			}
+			notify(sdnotify.Reloading(sdnotify.Monotonic()))
+			_ = d.Reload(ro.Load) // logged there; a failed reload keeps the running configuration
+			notify(sdnotify.Ready, sdnotify.Status(d.status()))
 		}
 	}
+	notify(sdnotify.Stopping)
 	log.Info("shutting down", zap.Duration("grace", d.grace()))
 	sctx, cancel := context.WithTimeout(context.Background(), d.grace())
 	defer cancel()
@@ -248,12 +265,24 @@ func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, reopen <-chan
 	return nil
 }
 
-// grace is how long a shutdown waits for queries in flight: a query never
-// needs more than its pool budget (or a forward-zone read timeout), plus a
-// moment to write the answer.
+// status is the one line systemctl status shows: where DNS is served, and
+// whether the last reload failed.
+func (d *Daemon) status() string {
+	udp, tcp := d.Addrs()
+	s := "serving DNS: udp " + strings.Join(apStrings(udp), " ") + "; tcp " + strings.Join(apStrings(tcp), " ")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lastReloadFailed {
+		s += "; the last reload failed, the running configuration stays"
+	}
+	return s
+}
+
+// grace is how long a shutdown waits for queries in flight (graceOf).
 func (d *Daemon) grace() time.Duration {
-	p := d.cfg.Upstream
-	return max(p.TotalTimeout(), p.ReadTimeout()) + 500*time.Millisecond
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.graceOf(d.cfg)
 }
 
 func (d *Daemon) closeQueryLog() {
@@ -265,15 +294,6 @@ func (d *Daemon) closeQueryLog() {
 	}
 }
 
-func (d *Daemon) closeTransports() {
-	for _, c := range d.closers {
-		if err := c.Close(); err != nil {
-			d.log.Debug("closing transport", zap.Error(err))
-		}
-	}
-	d.closers = nil
-}
-
 func upstreamNames(p *actors.Pool) []string {
 	out := make([]string, p.Len())
 	for i := range out {
@@ -282,7 +302,7 @@ func upstreamNames(p *actors.Pool) []string {
 	return out
 }
 
-func addrStrings(as []net.Addr) []string {
+func apStrings(as []netip.AddrPort) []string {
 	out := make([]string, len(as))
 	for i, a := range as {
 		out[i] = a.String()

@@ -31,10 +31,11 @@ type options struct {
 }
 
 // observer is the daemon's query.Hooks: every answered query is counted
-// in the metrics and written to the query log. It runs on the query's
-// goroutine and neither waits nor allocates.
+// in the metrics, kept among the recent queries and written to the query
+// log. It runs on the query's goroutine and neither waits nor allocates.
 type observer struct {
 	metrics *metrics.Metrics // always non-nil
+	recent  *recent          // or nil: admin.recent_queries is 0
 	qlog    *querylog.Logger // or nil: the query log is off
 }
 
@@ -49,6 +50,7 @@ func (o *observer) QueryDone(e *query.Entry) {
 	if e.CacheResult != "" {
 		o.metrics.CacheLookup(e.CacheResult)
 	}
+	o.recent.add(e)
 	if o.qlog != nil && !o.qlog.Log(e) {
 		o.metrics.QueryLogDropped()
 	}
@@ -89,8 +91,9 @@ func (d *Daemon) newAdmin() *admin.Server {
 	return admin.New(admin.Config{
 		Listen:  d.cfg.Admin.Listen,
 		Metrics: d.metrics,
-		Pool:    d.pool,
+		Pool:    currentPool{&d.front},
 		Logger:  d.log,
+		Live:    d.live.Load,
 	})
 }
 

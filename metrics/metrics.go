@@ -12,6 +12,7 @@ package metrics
 import (
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,8 +72,12 @@ type Metrics struct {
 	queryLogDropped *vm.Counter
 	reloads         [len(reloadResults)]*vm.Counter
 
-	cache      cacheCounters
-	pool       atomic.Pointer[poolRef]  // nil until AttachPool
+	cache cacheCounters
+	pool  atomic.Pointer[poolRef] // nil until AttachPool
+
+	poolMu     sync.Mutex               // guards following, and the swaps of pool
+	base       poolTotals               // what the pools replaced by UsePool counted
+	retiring   map[Pool]poolTotals      // a replaced pool's counts when it was replaced, until RetirePool
 	cacheStats atomic.Pointer[cacheRef] // nil until AttachCache
 }
 

@@ -48,18 +48,22 @@ func (m *Metrics) AttachPool(p Pool) { m.UsePool(p, m.first) }
 // metadata helper, so they look exactly like the set's counters.
 func (m *Metrics) writePool(w io.Writer) {
 	var (
-		st                []actors.Status
-		exhausted, queued uint64
-		queuedSeconds     float64
-		names             = m.first.names
+		st    []actors.Status
+		names = m.first.names
 	)
-	if ref := m.pool.Load(); ref != nil {
+	m.poolMu.Lock()
+	ref, tot := m.pool.Load(), m.base
+	if ref != nil {
+		tot = tot.plus(totalsOf(ref.Pool))
+	}
+	m.poolMu.Unlock()
+	exhausted, queued, queuedSeconds := tot.exhausted, tot.queued, tot.queuedSeconds
+	if ref != nil {
 		names = ref.ups.names
 		// After Sync, every outcome of every query answered before this
 		// scrape began is in the counts.
 		ref.Sync()
 		st = ref.Status()
-		exhausted, queued, queuedSeconds = ref.BudgetExhaustedTotal(), ref.QueuedTotal(), ref.QueuedSeconds()
 	}
 	status := func(i int) actors.Status {
 		if i < len(st) {

@@ -51,10 +51,25 @@ func (u *Upstreams) ObserveAttempt(upstream int, o actors.Outcome, d time.Durati
 
 // UsePool makes the scrape read p, whose upstreams ups names (ups from
 // m.Upstreams), in place of the pool attached before; the attempt series
-// of upstreams that ups no longer names are dropped. A query still running
-// on the old pool may go on counting into them unseen.
+// of upstreams that ups no longer names are dropped (a query still running
+// on the old pool may go on counting into them, unseen).
+//
+// The pool's own counters (budget exhausted, queued waits) carry on: the
+// scrape adds what the replaced pools counted. Call RetirePool with the
+// replaced pool once its queries have returned, so that what they counted
+// after the swap is added too.
 func (m *Metrics) UsePool(p Pool, ups *Upstreams) {
+	m.poolMu.Lock()
 	old := m.pool.Swap(&poolRef{Pool: p, ups: ups})
+	if old != nil {
+		at := totalsOf(old.Pool)
+		m.base = m.base.plus(at)
+		if m.retiring == nil {
+			m.retiring = make(map[Pool]poolTotals)
+		}
+		m.retiring[old.Pool] = at
+	}
+	m.poolMu.Unlock()
 	if old == nil {
 		return
 	}
@@ -71,6 +86,37 @@ func (m *Metrics) UsePool(p Pool, ups *Upstreams) {
 		}
 		m.set.UnregisterMetric(durationSeries(n))
 	}
+}
+
+// RetirePool adds to the pool counters what p, replaced by UsePool,
+// counted after it was replaced. Call it once p's queries have returned.
+func (m *Metrics) RetirePool(p Pool) {
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	at, ok := m.retiring[p]
+	if !ok {
+		return
+	}
+	delete(m.retiring, p)
+	m.base = m.base.plus(totalsOf(p).minus(at))
+}
+
+// poolTotals are the counters a pool keeps itself, beside its upstreams'.
+type poolTotals struct {
+	exhausted, queued uint64
+	queuedSeconds     float64
+}
+
+func totalsOf(p Pool) poolTotals {
+	return poolTotals{p.BudgetExhaustedTotal(), p.QueuedTotal(), p.QueuedSeconds()}
+}
+
+func (a poolTotals) plus(b poolTotals) poolTotals {
+	return poolTotals{a.exhausted + b.exhausted, a.queued + b.queued, a.queuedSeconds + b.queuedSeconds}
+}
+
+func (a poolTotals) minus(b poolTotals) poolTotals {
+	return poolTotals{a.exhausted - b.exhausted, a.queued - b.queued, a.queuedSeconds - b.queuedSeconds}
 }
 
 func attemptSeries(upstream string, o actors.Outcome) string {

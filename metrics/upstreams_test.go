@@ -95,3 +95,37 @@ func TestConfigReloadsCountedByResult(t *testing.T) {
 		t.Errorf("reloads success=%v failure=%v, want 1 and 2", s, f)
 	}
 }
+
+// The pool's own counters never go back at a reload: the scrape adds what
+// the replaced pools counted, before the swap and, once retired, after.
+// Mutation check: dropping UsePool's base makes the first scrape after the
+// swap read 0; dropping RetirePool's delta leaves it at 5.
+func TestPoolCountersCarryOnAcrossPools(t *testing.T) {
+	t.Parallel()
+	m := New(Config{Upstreams: []string{"a"}})
+	old := &fakePool{exhausted: 4, queued: 2, queuedSeconds: 0.5}
+	m.AttachPool(old)
+	next := &fakePool{queued: 1, queuedSeconds: 0.25}
+	m.UsePool(next, m.Upstreams([]string{"a"}))
+	check := func(when string, exhausted, queued, seconds float64) {
+		t.Helper()
+		fs := scrape(t, m)
+		if v := value(t, fs, "nxdns_upstream_budget_exhausted_total"); v != exhausted {
+			t.Errorf("%s: budget exhausted %v, want %v", when, v, exhausted)
+		}
+		if v := value(t, fs, "nxdns_upstream_queued_total"); v != queued {
+			t.Errorf("%s: queued %v, want %v", when, v, queued)
+		}
+		if v := value(t, fs, "nxdns_upstream_queued_seconds_total"); v != seconds {
+			t.Errorf("%s: queued seconds %v, want %v", when, v, seconds)
+		}
+	}
+	check("after the swap", 4, 3, 0.75)
+	old.exhausted = 6 // two queries of the old pool ran out after the swap
+	next.exhausted = 1
+	check("before the old pool retires", 5, 3, 0.75)
+	m.RetirePool(old)
+	check("after it retired", 7, 3, 0.75)
+	m.RetirePool(old)
+	check("retired twice", 7, 3, 0.75)
+}

@@ -4,9 +4,12 @@
 //	nxdnsd -c FILE            run with the TOML configuration FILE
 //	nxdnsd -c FILE -check     validate only: exit 0 when valid, else 2
 //	nxdnsd -version           print the version
+//	nxdnsd -h                 print the usage
 //
-// SIGINT and SIGTERM stop it gracefully; SIGUSR1 reopens the query log
-// file, for logrotate.
+// SIGINT and SIGTERM stop it gracefully; SIGHUP reloads the configuration
+// file; SIGUSR1 reopens the query log file, for logrotate. Under systemd
+// (Type=notify) it says when it is ready, reloading and stopping, and
+// its log lines carry their syslog priority for journald.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/daemon"
+	"github.com/nxdnsd/nxdnsd/internal/sdnotify"
 )
 
 // version and commit are set at build time with
@@ -57,10 +61,16 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("nxdnsd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below: -h to stdout, a mistake to stderr
 	path := fs.String("c", "", "TOML configuration `file` (default: the embedded default)")
 	check := fs.Bool("check", false, "validate the configuration and exit: 0 when valid, 2 otherwise")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(fs, stdout)
+			return exitOK
+		}
+		usage(fs, stderr)
 		return exitConfig
 	}
 	if fs.NArg() > 0 {
@@ -88,18 +98,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	log, err := newLogger(cfg.Log.Level, stderr)
+	// From here SIGHUP reloads instead of killing the process (Go's
+	// default); signals that arrive while one is handled are one.
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
+	// SIGUSR1 reopens the query log after logrotate has moved it.
+	reopen := make(chan os.Signal, 1)
+	signal.Notify(reopen, syscall.SIGUSR1)
+	defer signal.Stop(reopen)
+
+	log, level, err := newLogger(cfg.Log.Level, stderr, toJournal(stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "nxdnsd: %v\n", err)
 		return exitFailed
 	}
 	defer log.Sync() //nolint:errcheck // stderr may not sync; nothing to do about it
 	log.Info("nxdnsd", zap.String("version", version), zap.String("config", configName(*path)))
-	// SIGUSR1 reopens the query log after logrotate has moved it.
-	reopen := make(chan os.Signal, 1)
-	signal.Notify(reopen, syscall.SIGUSR1)
-	defer signal.Stop(reopen)
-	if err := daemon.Run(ctx, cfg, log, reopen); err != nil {
+	notifier, err := sdnotify.New(os.Getenv("NOTIFY_SOCKET"))
+	if err != nil {
+		log.Warn("not telling systemd the service's state", zap.Error(err))
+	}
+	ro := daemon.RunOptions{Reopen: reopen, Reload: reload, Level: &level, Notifier: notifier}
+	if *path != "" {
+		ro.Load = func() (*config.Config, error) { return config.Load(*path) }
+	}
+	if err := daemon.Run(ctx, cfg, log, ro); err != nil {
 		log.Error("nxdnsd failed", zap.Error(err))
 		return exitFailed
 	}
@@ -157,15 +181,39 @@ func configName(path string) string {
 	return path
 }
 
+// usage prints how to run nxdnsd to w.
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, `Usage: nxdnsd [-c FILE] [-check] [-version]
+
+nxdnsd is a DNS forwarder. Without -c it runs on the embedded default
+configuration: DNS on 127.0.0.1:1053, the admin API on 127.0.0.1:8053.
+
+`)
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprint(w, `
+Signals: SIGTERM or SIGINT stops it gracefully, SIGHUP reloads the -c file,
+SIGUSR1 reopens the query log file.
+`)
+}
+
 // newLogger returns zap's production JSON logger at level, writing to w
-// (stderr: journald captures it under systemd).
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
+// (stderr: journald captures it under systemd), and the level, which a
+// reload may change. With journal, each line starts with its syslog
+// priority, which journald takes as the line's own.
+func newLogger(level string, w io.Writer, journal bool) (*zap.Logger, zap.AtomicLevel, error) {
+	lvl, err := zap.ParseAtomicLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("log.level: %w", err)
+		return nil, lvl, fmt.Errorf("log.level: %w", err)
 	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
-	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), nil
+	cfg := zap.NewProductionEncoderConfig()
+	cfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc := zapcore.NewJSONEncoder(cfg)
+	if journal {
+		enc = priorityEncoder{enc}
+	}
+	core := zapcore.NewCore(enc, zapcore.AddSync(w), lvl)
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), lvl, nil
 }

@@ -1,0 +1,305 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// ErrStopped is Reload's error once Shutdown has begun.
+var ErrStopped = errors.New("daemon: shut down")
+
+// Reload applies the configuration load returns (SIGHUP: the -c file read
+// again), as spec section 9 says. A valid configuration takes effect at
+// once for new queries; queries in flight finish on the one they started
+// with. Upstreams whose name, address, ip, ca_file and slots are unchanged
+// keep their health, counters and connections; the answer cache is kept;
+// new listen addresses are bound before old ones are closed. Settings
+// that need a restart (the [server] limits, the cache's memory and TTL
+// rules, [query_log], [admin]) keep their running values, and the reload
+// says which were left.
+//
+// An invalid configuration, or one whose new listen address cannot be
+// bound, changes nothing: every problem is logged with its TOML path and
+// returned. Either way the reload is counted in
+// nxdns_config_reloads_total.
+func (d *Daemon) Reload(load func() (*config.Config, error)) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return ErrStopped
+	}
+	err := d.reloadLocked(load)
+	d.metrics.ConfigReload(err == nil)
+	if err != nil {
+		d.lastReloadFailed = true
+		d.log.Error("reload failed; the running configuration stays", zap.Error(err))
+		return err
+	}
+	d.lastReloadFailed = false
+	return nil
+}
+
+func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
+	next, err := load()
+	if err != nil {
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			for _, p := range ps {
+				d.log.Error("reload: configuration problem", zap.String("path", p.Path), zap.String("problem", p.Message))
+			}
+			if len(ps) == 1 {
+				return errors.New("the configuration has a problem")
+			}
+			return fmt.Errorf("the configuration has %d problems", len(ps))
+		}
+		return err
+	}
+	running := d.cfg
+	eff, pinned := d.effective(running, next)
+
+	// New addresses first: should one fail to bind, nothing has changed.
+	// They serve the running generation until the new one is published.
+	keep, added, removed := d.splitListeners(eff.Server.Listen)
+	for i, l := range added {
+		if err := l.srv.Start(); err != nil {
+			d.stopListeners(context.Background(), added[:i])
+			return err
+		}
+	}
+
+	old := d.front.current()
+	ups := d.metrics.Upstreams(enabledNames(eff))
+	g, err := d.build(eff, old, ups)
+	if err != nil {
+		d.stopListeners(context.Background(), added)
+		return err
+	}
+
+	// Published: every query from here on runs on g.
+	d.front.cur.Store(g)
+	d.metrics.UsePool(g.pool, ups)
+	d.metrics.UseZones(zoneNames(eff))
+	d.cfg = eff
+	if d.level != nil && eff.Log.Level != running.Log.Level {
+		if lvl, err := zapcore.ParseLevel(eff.Log.Level); err == nil {
+			d.level.SetLevel(lvl)
+		}
+	}
+	d.listeners = keep
+	if len(removed) > 0 {
+		d.bg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), d.graceOf(running))
+			defer cancel()
+			d.stopListeners(ctx, removed)
+		})
+	}
+	d.retire(old, g)
+
+	kept, addedUps, removedUps := upstreamChanges(old, g)
+	d.log.Info("configuration reloaded",
+		zap.Strings("upstreams", upstreamNames(g.pool)),
+		zap.Strings("upstreams_kept", kept),
+		zap.Strings("upstreams_added", addedUps),
+		zap.Strings("upstreams_removed", removedUps),
+		zap.Int("forward_zones", len(eff.ForwardZones)),
+		zap.Int("local_records", len(eff.LocalRecords)),
+		zap.Strings("listen", eff.Server.Listen))
+	if len(pinned) > 0 {
+		d.log.Warn("reload: these settings take effect at the next restart; their running values stay",
+			zap.Strings("keys", pinned))
+	}
+	return nil
+}
+
+// retire hands old to a goroutine that waits for its last query, and for
+// the generation retired before it (which may share upstreams with it),
+// then closes what next does not hold.
+func (d *Daemon) retire(old, next *generation) {
+	before := d.lastRetired
+	done := make(chan struct{})
+	d.lastRetired = done
+	old.retire()
+	d.log.Debug("the previous configuration retires once its queries are answered", zap.Int64("queries_in_flight", old.atRetire))
+	d.bg.Go(func() {
+		defer close(done)
+		<-old.drained
+		if before != nil {
+			<-before
+		}
+		d.metrics.RetirePool(old.pool)
+		old.close(next)
+	})
+}
+
+// liveKeys are the keys of each table that a reload applies; the others
+// of these tables need a restart. Tables not listed (upstream, upstreams,
+// forward_zones, local_records) are applied whole.
+var liveKeys = map[string][]string{
+	"server": {"listen"},
+	// serve_stale also decides how long the cache keeps expired answers:
+	// a restart's.
+	"cache":     {"prefetch", "stale_answer_ttl_s", "stale_client_timeout_ms"},
+	"query_log": nil,
+	"admin":     nil,
+	"log":       {"level"},
+}
+
+// effective returns the configuration a reload to next runs: next, with
+// the keys that need a restart at their running values, and those keys.
+func (d *Daemon) effective(running, next *config.Config) (*config.Config, []string) {
+	eff := *next
+	var pinned []string
+	r, e := reflect.ValueOf(running).Elem(), reflect.ValueOf(&eff).Elem()
+	for i := range e.NumField() {
+		table := tomlKey(e.Type().Field(i))
+		live, ok := liveKeys[table]
+		if !ok {
+			continue
+		}
+		if table == "log" && d.level == nil {
+			live = nil
+		}
+		pinned = append(pinned, pin(table, r.Field(i), e.Field(i), live)...)
+	}
+	return &eff, pinned
+}
+
+// pin sets every key of the table next that is not live back to its value
+// in run, and returns the TOML paths of those that differed.
+func pin(table string, run, next reflect.Value, live []string) []string {
+	var out []string
+	for i := range next.NumField() {
+		key := tomlKey(next.Type().Field(i))
+		if key == "" || slices.Contains(live, key) {
+			continue
+		}
+		if !reflect.DeepEqual(run.Field(i).Interface(), next.Field(i).Interface()) {
+			out = append(out, table+"."+key)
+			next.Field(i).Set(run.Field(i))
+		}
+	}
+	return out
+}
+
+// tomlKey is a struct field's TOML key; "" for a field read from no key.
+func tomlKey(f reflect.StructField) string {
+	k, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if k == "-" {
+		return ""
+	}
+	return k
+}
+
+// listener is one listen address and the server bound to it. Each address
+// has a server of its own, so that a reload binds a new address and closes
+// an old one without touching the others.
+type listener struct {
+	addr string
+	srv  *wire.Server
+}
+
+// newListener returns the (unstarted) server of one listen address, with
+// the running [server] limits.
+func (d *Daemon) newListener(addr string) *listener {
+	s := d.cfg.Server
+	return &listener{addr: addr, srv: &wire.Server{
+		Listen:               []string{addr},
+		Handler:              &d.front,
+		TCPIdleTimeout:       s.TCPIdleTimeout(),
+		MaxTCPConnections:    s.MaxTCPConnections,
+		MaxConcurrentQueries: s.MaxConcurrentQueries,
+		Logger:               d.log,
+		OnOverload:           d.metrics.OverloadRefused,
+		OnPanic:              d.metrics.Panic,
+	}}
+}
+
+// splitListeners returns the listeners of listen in its order (the
+// running ones kept, new ones unstarted), the new ones, and the running
+// ones listen no longer names.
+func (d *Daemon) splitListeners(listen []string) (next, added, removed []*listener) {
+	running := make(map[string]*listener, len(d.listeners))
+	for _, l := range d.listeners {
+		running[l.addr] = l
+	}
+	for _, a := range listen {
+		if l, ok := running[a]; ok {
+			next = append(next, l)
+			delete(running, a)
+			continue
+		}
+		l := d.newListener(a)
+		next = append(next, l)
+		added = append(added, l)
+	}
+	for _, l := range d.listeners {
+		if _, gone := running[l.addr]; gone {
+			removed = append(removed, l)
+		}
+	}
+	return next, added, removed
+}
+
+// startListeners binds and starts ls, all or none.
+func (d *Daemon) startListeners(ls []*listener) error {
+	for i, l := range ls {
+		if err := l.srv.Start(); err != nil {
+			d.stopListeners(context.Background(), ls[:i])
+			return err
+		}
+	}
+	return nil
+}
+
+// stopListeners shuts ls down at once, together, letting their queries in
+// flight finish until ctx is done; it returns the first error.
+func (d *Daemon) stopListeners(ctx context.Context, ls []*listener) error {
+	errs := make(chan error, len(ls))
+	for _, l := range ls {
+		go func() { errs <- l.srv.Shutdown(ctx) }()
+	}
+	var first error
+	for range ls {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// upstreamChanges names the upstreams next kept from old, and those it
+// added and removed.
+func upstreamChanges(old, next *generation) (kept, added, removed []string) {
+	for i := range next.pool.Len() {
+		if old.pool.Holds(next.pool.Upstream(i)) {
+			kept = append(kept, next.pool.Name(i))
+		} else {
+			added = append(added, next.pool.Name(i))
+		}
+	}
+	for i := range old.pool.Len() {
+		if !next.pool.Holds(old.pool.Upstream(i)) {
+			removed = append(removed, old.pool.Name(i))
+		}
+	}
+	return kept, added, removed
+}
+
+// graceOf is how long a shutdown of cfg's listeners waits for queries in
+// flight: a query never needs more than its pool budget (or a forward-zone
+// read timeout), plus a moment to write the answer.
+func (d *Daemon) graceOf(cfg *config.Config) time.Duration {
+	p := cfg.Upstream
+	return max(p.TotalTimeout(), p.ReadTimeout()) + 500*time.Millisecond
+}
