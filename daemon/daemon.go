@@ -225,6 +225,9 @@ type RunOptions struct {
 // Run starts the daemon and serves until ctx is done, then shuts down,
 // giving queries in flight the pool's total budget to finish.
 func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, ro RunOptions) error {
+	if log == nil {
+		log = zap.NewNop()
+	}
 	d, err := New(cfg, log)
 	if err != nil {
 		return err

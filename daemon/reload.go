@@ -145,8 +145,13 @@ func (d *Daemon) retire(old, next *generation) {
 // liveKeys are the keys of each table that a reload applies; the others
 // of these tables need a restart. Tables not listed (upstream, upstreams,
 // forward_zones, local_records) are applied whole.
+//
+// A field read from no key (toml:"-", what validation parsed from the key
+// beside it) is never pinned by itself: the key it comes from must be live
+// (server.allow and its prefixes are).
 var liveKeys = map[string][]string{
-	"server": {"listen"},
+	// allow is the query handler's, rebuilt by every reload.
+	"server": {"listen", "allow"},
 	// serve_stale also decides how long the cache keeps expired answers:
 	// a restart's.
 	"cache":     {"prefetch", "stale_answer_ttl_s", "stale_client_timeout_ms"},

@@ -338,3 +338,49 @@ listen = ["` + strings.Join(addrs, `", "`) + `"]
 		t.Errorf("the removed address %s still accepts TCP", s.tcp)
 	}
 }
+
+// Keys a reload cannot apply keep their running values, and the reload
+// names them; the rest of the file is applied.
+func TestReloadPinsWhatNeedsARestart(t *testing.T) {
+	up := wiretest.NewServer(t, wiretest.Answer())
+	core, logs := zapobserver.New(zap.DebugLevel)
+	cfg, err := config.Parse([]byte(reloadSrc(upstreamTOML(up.Addr) + cacheTOML("size_mib = 8"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startWithLog(t, cfg, zap.New(core))
+	mustReload(t, d, `
+[server]
+listen = ["127.0.0.1:0"]
+max_concurrent_queries = 100
+allow = ["127.0.0.0/8"]
+[upstream]
+failure_threshold = 7
+[cache]
+enabled = true
+size_mib = 32
+prefetch = false
+[log]
+level = "debug"
+`+upstreamTOML(up.Addr))
+	d.mu.Lock()
+	run := d.cfg
+	d.mu.Unlock()
+	if run.Server.MaxConcurrentQueries != 4096 || run.Cache.SizeMiB != 8 || run.Log.Level != "info" {
+		t.Errorf("restart-only keys applied: max_concurrent_queries %d, size_mib %d, log.level %s",
+			run.Server.MaxConcurrentQueries, run.Cache.SizeMiB, run.Log.Level)
+	}
+	if run.Upstream.FailureThreshold != 7 || run.Cache.Prefetch || len(run.Server.AllowPrefixes) != 1 {
+		t.Errorf("live keys not applied: failure_threshold %d, prefetch %v, allow %v",
+			run.Upstream.FailureThreshold, run.Cache.Prefetch, run.Server.AllowPrefixes)
+	}
+	warned := logs.FilterMessage("reload: these settings take effect at the next restart; their running values stay").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings about restart-only keys, want 1", len(warned))
+	}
+	// Without a level to set (New, not Run), log.level needs a restart.
+	want := []any{"server.max_concurrent_queries", "cache.size_mib", "log.level"}
+	if got := warned[0].ContextMap()["keys"]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("keys named: %v, want %v", got, want)
+	}
+}
