@@ -3,21 +3,23 @@ package cache
 import (
 	"encoding/binary"
 	"strings"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // The parts of a DNS message the walker reads (RFC 1035 4.1).
 const (
-	headerLen  = 12
+	headerLen  = wire.HeaderLen
 	rrFixedLen = 10  // TYPE, CLASS, TTL, RDLENGTH after an owner name
 	maxNameLen = 255 // a name's wire length, its root label included
 
 	typeSOA = 6
 	typeOPT = 41
 
-	flagQR     = 1 << 15
-	flagTC     = 1 << 9
-	maskOpcode = 0xF << 11
-	maskRcode  = 0xF
+	flagQR     = wire.FlagQR
+	flagTC     = wire.FlagTC
+	maskOpcode = wire.MaskOpcode
+	maskRcode  = wire.MaskRcode
 
 	rcodeSuccess  = 0
 	rcodeServFail = 2
@@ -27,48 +29,6 @@ const (
 	// with the top bit set as 0.
 	maxTTL = 1<<31 - 1
 )
-
-// skipName returns the offset just past the name at off in msg, or -1
-// when the name is malformed. A compression pointer must point before the
-// labels that led to it (so no name loops, and no pointer reaches
-// forward into bytes the cache may drop), at or after the header.
-func skipName(msg []byte, off int) int {
-	end := -1    // just past the first pointer, once one is followed
-	start := off // where the labels being read began
-	n := 0       // the expanded name's wire length so far
-	for off < len(msg) {
-		c := int(msg[off])
-		switch c & 0xC0 {
-		case 0x00:
-			if c == 0 {
-				if end < 0 {
-					end = off + 1
-				}
-				return end
-			}
-			// The root label still has to fit.
-			if n += c + 1; n >= maxNameLen {
-				return -1
-			}
-			off += c + 1
-		case 0xC0:
-			if off+1 >= len(msg) {
-				return -1
-			}
-			target := (c&0x3F)<<8 | int(msg[off+1])
-			if target < headerLen || target >= start {
-				return -1
-			}
-			if end < 0 {
-				end = off + 2
-			}
-			start, off = target, target
-		default: // the reserved label types 0x40 and 0x80
-			return -1
-		}
-	}
-	return -1
-}
 
 // questionEnd returns the offset just past msg's first question, written
 // without compression pointers, or -1.
@@ -132,7 +92,7 @@ func walk(msg []byte, lo, hi uint32) (shape, bool) {
 	off := s.qend
 	for i := range s.an + s.ns + s.ar {
 		start := off
-		if off = skipName(msg, off); off < 0 || off+rrFixedLen > len(msg) {
+		if off = wire.NameEnd(msg, off); off < 0 || off+rrFixedLen > len(msg) {
 			return s, false
 		}
 		typ := binary.BigEndian.Uint16(msg[off:])
@@ -197,7 +157,7 @@ func ttlOffsets(msg []byte, qend int, f func(off int)) {
 		int(binary.BigEndian.Uint16(msg[10:]))
 	off := qend
 	for range n {
-		off = skipName(msg, off)
+		off = wire.NameEnd(msg, off)
 		f(off + 4)
 		off += rrFixedLen + int(binary.BigEndian.Uint16(msg[off+8:]))
 	}

@@ -69,7 +69,7 @@ func LayoutAnswer(q, raw []byte, id uint16) (AnswerLayout, bool) {
 	off := l.QuestionEnd
 	for i := range an + ns + ar {
 		start := off
-		if off = nameEnd(raw, off); off < 0 || off+rrHeaderLen > len(raw) {
+		if off = NameEnd(raw, off); off < 0 || off+rrHeaderLen > len(raw) {
 			return none, false
 		}
 		typ := binary.BigEndian.Uint16(raw[off:])
@@ -137,7 +137,7 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
-// nameEnd returns the offset just past the name at msg[off:], or -1 when
+// NameEnd returns the offset just past the name at msg[off:], or -1 when
 // it is not well formed: labels of 1 to 63 bytes (the reserved label types
 // 0x40 and 0x80 are refused, as miekg/dns does), at most 255 bytes
 // expanded, all of it within msg. Every compression pointer must point
@@ -146,7 +146,7 @@ func lowerASCII(c byte) byte {
 // the targets decrease, no pointer loops, and no pointer points forward at
 // bytes a compressor could not have written yet. miekg/dns follows any
 // pointer, up to maxPointers of them; these are a subset.
-func nameEnd(msg []byte, off int) int {
+func NameEnd(msg []byte, off int) int {
 	end := -1    // just past the first pointer, once one is followed
 	start := off // where the labels being read began
 	expanded := 0
@@ -200,17 +200,17 @@ func rdataOK(msg []byte, typ uint16, off int) bool {
 	case dns.TypeAAAA:
 		return len(msg)-off == 16
 	case dns.TypeNS, dns.TypeCNAME, dns.TypePTR, dns.TypeDNAME:
-		return nameEnd(msg, off) == len(msg)
+		return NameEnd(msg, off) == len(msg)
 	case dns.TypeMX: // preference, exchange
-		return nameEnd(msg, off+2) == len(msg)
+		return NameEnd(msg, off+2) == len(msg)
 	case dns.TypeSRV: // priority, weight, port, target
-		return nameEnd(msg, off+6) == len(msg)
+		return NameEnd(msg, off+6) == len(msg)
 	case dns.TypeSOA: // mname, rname, then serial, refresh, retry, expire, minimum
-		mbox := nameEnd(msg, off)
+		mbox := NameEnd(msg, off)
 		if mbox < 0 {
 			return false
 		}
-		serial := nameEnd(msg, mbox)
+		serial := NameEnd(msg, mbox)
 		return serial >= 0 && len(msg)-serial == 20
 	case dns.TypeTXT:
 		// One or more <character-string>s, each a length byte and that

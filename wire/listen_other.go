@@ -7,8 +7,8 @@ import (
 	"net/netip"
 )
 
-// listenUDP binds one UDP socket to ap: SO_REUSEPORT is a Unix option.
-func listenUDP(ap netip.AddrPort, _ int) ([]*net.UDPConn, error) {
+// ListenUDP binds one UDP socket to ap: SO_REUSEPORT is a Unix option.
+func ListenUDP(ap netip.AddrPort, _ int) ([]*net.UDPConn, error) {
 	pc, err := net.ListenUDP(udpNetwork(ap), net.UDPAddrFromAddrPort(ap))
 	if err != nil {
 		return nil, err

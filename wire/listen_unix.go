@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// listenUDP binds n UDP sockets to ap, with SO_REUSEPORT when n > 1 so
+// ListenUDP binds n UDP sockets to ap, with SO_REUSEPORT when n > 1 so
 // that the kernel spreads clients over them by their address (one reader
 // each). The first chooses the port when ap's is 0; the others join it.
-func listenUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
+func ListenUDP(ap netip.AddrPort, n int) ([]*net.UDPConn, error) {
 	if n <= 1 {
 		pc, err := net.ListenUDP(udpNetwork(ap), net.UDPAddrFromAddrPort(ap))
 		if err != nil {

@@ -261,7 +261,7 @@ func (s *Server) bindLocked() (err error) {
 		if err != nil {
 			return fmt.Errorf("parsing listen address %q: %w", a, err)
 		}
-		pcs, err := listenUDP(ap, s.UDPSockets)
+		pcs, err := ListenUDP(ap, s.UDPSockets)
 		if err != nil {
 			return fmt.Errorf("listening on udp %s: %w", a, err)
 		}

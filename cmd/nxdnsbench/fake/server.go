@@ -9,6 +9,8 @@
 package fake
 
 import (
+	"github.com/nxdnsd/nxdnsd/wire"
+
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -156,7 +158,7 @@ func (s *Server) listen(addr string, n int) error {
 }
 
 func (s *Server) listenOnce(ap netip.AddrPort, n int) error {
-	udp, err := listenUDP(ap, n)
+	udp, err := wire.ListenUDP(ap, n)
 	if err != nil {
 		return err
 	}
