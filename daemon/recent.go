@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/query"
+	"github.com/nxdnsd/nxdnsd/querylog"
+)
+
+// recentAttempts is how many attempts of a query's trail a recent query
+// keeps: one per upstream tried, and a home configuration has two to
+// four. A longer trail keeps its first recentAttempts attempts (see
+// recent.add), so a slot stays a fixed size and copying it allocates
+// nothing.
+const recentAttempts = 8
+
+// recent is the ring of the last answered queries that the status page
+// and GET /api/queries show (admin.recent_queries), kept whether or not
+// a query log is written.
+//
+// It is on every query's path, so adding costs a query a few tens of
+// nanoseconds and no allocation, however full the ring: the query claims
+// the next slot with one atomic add and copies its entry into it under
+// that slot's own lock, which only a reader copying the same slot out, or
+// a writer a whole ring later, can hold. Nothing is encoded until a
+// reader asks (AppendJSON).
+type recent struct {
+	next  atomic.Uint64 // sequence number of the next query to add; slot next % len(slots)
+	slots []recentSlot  // fixed at construction
+}
+
+// recentSlot is one kept query. Its fields are written and read only
+// under mu.
+type recentSlot struct {
+	mu       sync.Mutex
+	seq      uint64 // the sequence number of the query held, plus one; 0 while empty
+	entry    query.Entry
+	attempts [recentAttempts]actors.Attempt // entry.Attempts' first elements; entry.Attempts itself is nil
+	n        int                            // how many of attempts are set
+}
+
+// newRecent returns a ring of n queries, or nil when n is 0: a nil ring
+// keeps nothing and reads as empty.
+func newRecent(n int) *recent {
+	if n <= 0 {
+		return nil
+	}
+	return &recent{slots: make([]recentSlot, n)}
+}
+
+// add keeps a copy of e, overwriting the oldest query once the ring is
+// full. e and e.Attempts are the query path's and are reused after
+// QueryDone returns, so their values are copied; the strings and errors
+// they point to are never modified, and are shared (query.Hooks).
+func (r *recent) add(e *query.Entry) {
+	if r == nil {
+		return
+	}
+	seq := r.next.Add(1) - 1
+	s := &r.slots[seq%uint64(len(r.slots))]
+	s.mu.Lock()
+	s.seq = seq + 1
+	s.entry = *e
+	s.entry.Attempts = nil
+	s.n = copy(s.attempts[:], e.Attempts)
+	s.mu.Unlock()
+}
+
+// Cap returns how many queries the ring keeps: admin.recent_queries.
+func (r *recent) Cap() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.slots)
+}
+
+// AppendJSON appends up to limit of the kept queries to b, newest first,
+// as the elements of a JSON array (without its brackets): the query-log
+// objects of spec section 6, each with its attempt trail. A query being
+// overwritten while the ring is read is left out.
+func (r *recent) AppendJSON(b []byte, limit int) []byte {
+	if r == nil || limit <= 0 {
+		return b
+	}
+	enc := querylog.Encoder{Attempts: true}
+	var (
+		e        query.Entry
+		attempts [recentAttempts]actors.Attempt
+		first    = true
+	)
+	end := r.next.Load()
+	for seq := end; seq > 0 && limit > 0 && end-seq < uint64(len(r.slots)); seq-- {
+		if !r.copyOut(seq-1, &e, &attempts) {
+			continue // still being written, or already overwritten by a newer query
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = enc.Append(b, &e)
+		b = b[:len(b)-1] // the line's newline
+		limit--
+	}
+	return b
+}
+
+// copyOut copies the query of sequence number seq into e and attempts,
+// e.Attempts pointing into attempts, and reports whether its slot still
+// holds it.
+func (r *recent) copyOut(seq uint64, e *query.Entry, attempts *[recentAttempts]actors.Attempt) bool {
+	s := &r.slots[seq%uint64(len(r.slots))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq != seq+1 {
+		return false
+	}
+	*e = s.entry
+	*attempts = s.attempts
+	e.Attempts = attempts[:s.n]
+	return true
+}
