@@ -47,7 +47,7 @@ const (
 func Default() Config {
 	return Config{
 		Server: Server{
-			Listen:               []string{"127.0.0.1:5353"},
+			Listen:               []string{"127.0.0.1:1053"},
 			TCPIdleTimeoutMS:     10000,
 			MaxTCPConnections:    1024,
 			MaxConcurrentQueries: 4096,
