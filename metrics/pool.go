@@ -107,6 +107,7 @@ func (m *Metrics) writePool(w io.Writer) {
 	b = append(b, "nxdns_upstream_budget_exhausted_total "...)
 	b = strconv.AppendUint(b, exhausted, 10)
 	b = append(b, '\n')
+	b = appendProbes(b, names, status)
 	_, _ = w.Write(b) // a failed write is the scraper's problem; it sees a short body
 }
 

@@ -39,10 +39,17 @@ var Spec = []SpecFamily{
 	{Name: "nxdns_cache_evictions_total", Type: "counter"},
 	{Name: "nxdns_cache_prefetches_total", Type: "counter", Labels: []string{"outcome"}},
 	{Name: "nxdns_config_reloads_total", Type: "counter", Labels: []string{"result"}},
+	{Name: "nxdns_upstream_probes_total", Type: "counter", Labels: []string{"outcome", "upstream"}, Upstream: true},
+	{Name: "nxdns_upstream_srtt_seconds", Type: "gauge", Labels: []string{"upstream"}, Upstream: true},
 }
 
+// perOutcome are the families with one series per upstream and attempt
+// outcome.
+var perOutcome = []string{"nxdns_upstream_attempts_total", "nxdns_upstream_probes_total"}
+
 // AttemptOutcomes are the outcome label values of
-// nxdns_upstream_attempts_total, in the spec's order.
+// nxdns_upstream_attempts_total and nxdns_upstream_probes_total, in the
+// spec's order.
 var AttemptOutcomes = []string{"answer", "expired", "censored", "peer_fault", "local_error", "canceled"}
 
 // CheckSpec reports every way fs departs from Spec for a daemon with these
@@ -80,7 +87,7 @@ func CheckSpec(fs Families, upstreams, zones []string) error {
 			continue
 		}
 		per := 1
-		if want.Name == "nxdns_upstream_attempts_total" {
+		if slices.Contains(perOutcome, want.Name) {
 			per = len(AttemptOutcomes)
 		}
 		for _, u := range upstreams {
@@ -89,10 +96,12 @@ func CheckSpec(fs Families, upstreams, zones []string) error {
 			}
 		}
 	}
-	for _, u := range upstreams {
-		for _, o := range AttemptOutcomes {
-			if _, ok := fs.Value("nxdns_upstream_attempts_total", "upstream", u, "outcome", o); !ok {
-				errs = append(errs, fmt.Errorf("nxdns_upstream_attempts_total{upstream=%q,outcome=%q}: missing", u, o))
+	for _, family := range perOutcome {
+		for _, u := range upstreams {
+			for _, o := range AttemptOutcomes {
+				if _, ok := fs.Value(family, "upstream", u, "outcome", o); !ok {
+					errs = append(errs, fmt.Errorf("%s{upstream=%q,outcome=%q}: missing", family, u, o))
+				}
 			}
 		}
 	}
