@@ -99,9 +99,12 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 	d.listeners = keep
 	if len(removed) > 0 {
 		d.bg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), d.graceOf(running))
+			// Their queries may run on either configuration.
+			ctx, cancel := context.WithTimeout(context.Background(), max(d.graceOf(running), d.graceOf(eff)))
 			defer cancel()
-			d.stopListeners(ctx, removed)
+			if err := d.stopListeners(ctx, removed); err != nil {
+				d.log.Warn("closing the listen addresses a reload removed: answers still being written were given up", zap.Error(err))
+			}
 		})
 	}
 	d.retire(old, g)
