@@ -49,7 +49,11 @@ type Daemon struct {
 	// level, or nil, is the logger's level: a reload sets it to log.level.
 	level *zap.AtomicLevel
 
-	mu               sync.Mutex     // guards following; serialises Reload and Shutdown
+	// mu serialises Reload and Shutdown and guards the fields below. cfg
+	// is also read without it where no reload can run at the same time:
+	// before Start, on Run's goroutine (which is the one that reloads), and
+	// once Shutdown has begun.
+	mu               sync.Mutex
 	cfg              *config.Config // the running configuration
 	listeners        []*listener    // by server.listen, in its order
 	stopped          bool           // Shutdown has begun
