@@ -121,6 +121,8 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 			FailureThreshold: p.FailureThreshold,
 			Backoff:          p.Backoff(),
 			BackoffMax:       p.BackoffMax(),
+			ProbeTimeout:     p.ProbeTimeout(),
+			OnProbe:          d.probed,
 		},
 	}
 	if prev == nil {

@@ -17,6 +17,11 @@ import (
 
 // options are New's seams for tests; the zero value is production.
 type options struct {
+	// onProbe, when set, hears every health probe once its outcome has
+	// been applied: a test waits on it (the upstream is in backoff now,
+	// or healthy again) instead of on the clock.
+	onProbe probeHook
+
 	// queryLog, when set, receives the query log instead of
 	// query_log.path (which must still be non-empty to turn it on): a
 	// test stalls it to play a hung disk.
