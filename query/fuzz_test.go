@@ -107,9 +107,9 @@ func checkFuzzAnswer(t *testing.T, raw []byte, proto string, out []byte, ownFORM
 	}
 }
 
-// fuzzClientLimit is an upper bound of the answer size the client of q
-// accepts: over UDP its EDNS size when q parsed with one OPT record (512
-// at least), otherwise 512; over a stream the largest message.
+// fuzzClientLimit is an upper bound of the answer size nxdnsd may send the
+// client of q: over UDP its EDNS size when q parsed with one OPT record (512
+// at least, 1232 at most), otherwise 512; over a stream the largest message.
 func fuzzClientLimit(proto string, q *dns.Msg, qErr error) int {
 	if proto != ProtoUDP {
 		return dns.MaxMsgSize
@@ -121,7 +121,7 @@ func fuzzClientLimit(proto string, q *dns.Msg, qErr error) int {
 	if n != 1 {
 		return dns.MinMsgSize
 	}
-	return max(int(opt.UDPSize()), dns.MinMsgSize)
+	return min(max(int(opt.UDPSize()), dns.MinMsgSize), wire.EDNSSize)
 }
 
 func sameQuestions(a, b []dns.Question) bool {

@@ -130,8 +130,11 @@ var headerType = reflect.TypeFor[dns.RR_Header]()
 
 // pack encodes m as the answer to r: with the client's ID and question (the
 // question as the client wrote it, whatever an upstream echoed) and at most
-// r.limit bytes. An answer too large for the client's UDP size is truncated
-// with TC set, the OPT record kept, so the client retries over TCP.
+// r.limit bytes. An answer too large for the client's UDP size loses
+// records from its end, additional ones first, the OPT record kept; TC is
+// set, so that the client retries over TCP, only when an answer or
+// authority record had to go (RFC 2181 section 9: additional data that
+// does not fit is dropped without it).
 //
 // An answer adopted from a zone resolver or the pool that holds a record
 // miekg/dns may have parsed leniently (see mayBeLenient) is parsed back
@@ -163,7 +166,12 @@ func (r *request) fit(m *dns.Msg) ([]byte, error) {
 			return b, err
 		}
 	}
+	// Truncate sets TC for any record left out, additional ones too;
+	// only the upstream's own TC and a lost answer or authority record
+	// count.
+	tc, answers, authority := m.Truncated, len(m.Answer), len(m.Ns)
 	m.Truncate(r.limit)
+	m.Truncated = tc || len(m.Answer) < answers || len(m.Ns) < authority
 	if b, err = m.Pack(); err != nil || len(b) <= r.limit {
 		return b, err
 	}

@@ -37,7 +37,8 @@ func TestServeTruncation(t *testing.T) {
 		{name: "UDP without EDNS", proto: ProtoUDP, limit: 512},
 		{name: "UDP with EDNS 1232", proto: ProtoUDP, edns: true, size: 1232, limit: 1232, wantOPT: true},
 		{name: "UDP with an EDNS size below 512", proto: ProtoUDP, edns: true, size: 100, limit: 512, wantOPT: true},
-		{name: "UDP with EDNS 4096", proto: ProtoUDP, edns: true, size: 4096, limit: 4096, whole: true, wantOPT: true},
+		{name: "UDP with EDNS 4096", proto: ProtoUDP, edns: true, size: 4096, limit: 1232, wantOPT: true},
+		{name: "UDP with EDNS 1800", proto: ProtoUDP, edns: true, size: 1800, limit: 1232, wantOPT: true},
 		{name: "TCP without EDNS", proto: "tcp", limit: dns.MaxMsgSize, whole: true},
 		{name: "TCP with EDNS 512", proto: "tcp", edns: true, size: 512, limit: dns.MaxMsgSize, whole: true, wantOPT: true},
 	}

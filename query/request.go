@@ -92,9 +92,13 @@ func (r *request) packTrimmed(buf []byte) ([]byte, error) {
 	flags := binary.BigEndian.Uint16(b[2:])
 	binary.BigEndian.PutUint16(b[2:], flags&(wire.FlagRD|wire.FlagAD|wire.FlagCD)) // what trim keeps: opcode QUERY, RD, AD, CD
 	if r.edns {
-		// The OPT ends the query; packing writes the message's rcode,
-		// 0, into the extended rcode, the first byte of its TTL.
-		b[len(b)-optLen+5] = 0
+		// The OPT ends the query: its class is the UDP size, nxdnsd's
+		// own, as parseCommon set it in msg; packing writes the
+		// message's rcode, 0, into the extended rcode, the first byte
+		// of its TTL.
+		opt := len(b) - optLen
+		binary.BigEndian.PutUint16(b[opt+3:], wire.EDNSSize)
+		b[opt+5] = 0
 	}
 	return b, nil
 }
@@ -234,6 +238,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		r.msg.Extra = r.extra[:]
 		r.edns, r.do = true, o.Do()
 		r.limit = answerLimit(proto, true, o.UDPSize())
+		o.SetUDPSize(wire.EDNSSize) // what upstreams are told (see trim)
 	default:
 		return false
 	}
@@ -280,7 +285,12 @@ func findOPT(extra []dns.RR) (opt *dns.OPT, n int) {
 // trim reduces the client's query to what is forwarded: the question, the
 // RD, CD and AD bits, and the client's OPT record (DO bit and options),
 // nothing else. Records a client put in other sections (a TSIG, say) mean
-// nothing to an upstream.
+// nothing to an upstream. The OPT's UDP size becomes nxdnsd's own,
+// wire.EDNSSize: it is hop-by-hop (RFC 6891 section 6.2.3), and the
+// client's says what the client takes from nxdnsd, not what nxdnsd takes
+// from an upstream. Passed on, a client's 4096 invites fragmented answers,
+// and a TCP client's 512 costs it the additional records an upstream drops
+// to fit.
 func trim(m *dns.Msg, opt *dns.OPT) {
 	m.MsgHdr = dns.MsgHdr{
 		Id:                m.Id,
@@ -292,14 +302,19 @@ func trim(m *dns.Msg, opt *dns.OPT) {
 	m.Answer, m.Ns = nil, nil
 	if opt == nil {
 		m.Extra = nil
-	} else if len(m.Extra) != 1 {
+		return
+	}
+	opt.SetUDPSize(wire.EDNSSize)
+	if len(m.Extra) != 1 {
 		m.Extra = []dns.RR{opt}
 	}
 }
 
-// answerLimit is the largest answer a client accepts: over UDP its EDNS UDP
-// size, 512 bytes without EDNS and never less (RFC 6891 section 6.2.5);
-// over a stream the 16-bit length prefix's maximum.
+// answerLimit is the largest answer nxdnsd sends a client: over UDP its
+// EDNS UDP size up to wire.EDNSSize (spec section 3, DNS Flag Day 2020: no
+// fragmented answers, and a 1232-byte cap on what a spoofed query can
+// reflect), 512 bytes without EDNS and never less (RFC 6891 section
+// 6.2.5); over a stream the 16-bit length prefix's maximum.
 func answerLimit(proto string, edns bool, size uint16) int {
 	if proto != ProtoUDP {
 		return dns.MaxMsgSize
@@ -307,5 +322,5 @@ func answerLimit(proto string, edns bool, size uint16) int {
 	if !edns || size < dns.MinMsgSize {
 		return dns.MinMsgSize
 	}
-	return int(size)
+	return min(int(size), wire.EDNSSize)
 }

@@ -179,8 +179,8 @@ func TestServeTrimsTheForwardedQuery(t *testing.T) {
 			t.Fatalf("%s: forwarded sections: %d answers, %d authority, %d additional; want only the OPT", f.form, len(up.Answer), len(up.Ns), len(up.Extra))
 		}
 		upOPT, ok := up.Extra[0].(*dns.OPT)
-		if !ok || !upOPT.Do() || upOPT.UDPSize() != 1400 || len(upOPT.Option) != 1 || upOPT.Option[0].Option() != dns.EDNS0NSID {
-			t.Errorf("%s: forwarded OPT = %v, want the client's (DO, size 1400, NSID)", f.form, up.Extra[0])
+		if !ok || !upOPT.Do() || upOPT.UDPSize() != wire.EDNSSize || len(upOPT.Option) != 1 || upOPT.Option[0].Option() != dns.EDNS0NSID {
+			t.Errorf("%s: forwarded OPT = %v, want the client's (DO, NSID) with nxdnsd's size, 1232", f.form, up.Extra[0])
 		}
 	}
 }
@@ -210,7 +210,10 @@ func TestAnswerLimit(t *testing.T) {
 		{ProtoUDP, true, 100, 512},
 		{ProtoUDP, true, 512, 512},
 		{ProtoUDP, true, 1232, 1232},
-		{ProtoUDP, true, 65535, 65535},
+		{ProtoUDP, true, 1000, 1000},
+		{ProtoUDP, true, 1233, 1232},
+		{ProtoUDP, true, 4096, 1232},
+		{ProtoUDP, true, 65535, 1232},
 		{"tcp", false, 0, 65535},
 		{"tcp", true, 1232, 65535},
 	}

@@ -17,7 +17,10 @@ import (
 
 // UDP exchanges queries with one upstream over UDP, the "udp://IP:PORT"
 // address form. A truncated answer is retried over TCP to the same address
-// within the same context: it is one attempt, whatever it takes.
+// within the same context: it is one attempt, whatever it takes. So is an
+// answer larger than the exchange's buffer (at least ClientUDPSize of the
+// query, which says EDNSSize): read whole, it is known to be too large, and
+// is not charged as malformed.
 //
 // Exchanges share one connected socket, read by one goroutine of the
 // transport's, which hands each datagram to the exchange whose wire ID it
@@ -80,8 +83,8 @@ type udpSock struct {
 // nil), under the transport's lock, and then signals ready; the exchange
 // reads n, err and buf after ready, which orders them after the writes.
 type udpWait struct {
-	buf      []byte          // the exchange's buffer; the datagram is copied to buf[:cap(buf)]
-	n        int             // the datagram's length once delivered
+	buf      []byte          // the exchange's buffer; the datagram is copied to buf[:cap(buf)], as much as fits
+	n        int             // the datagram's length once delivered, which may exceed cap(buf)
 	err      error           // a socket or context error delivered instead of a datagram
 	ready    chan struct{}   // capacity 1: signalled on delivery
 	ctx      context.Context // the exchange's, polled by the reader for cancellation (see expire)
@@ -178,7 +181,14 @@ func (u *UDP) answer(ctx context.Context, m *dns.Msg, query, buf []byte, id uint
 	if err != nil {
 		return Answer{}, ioError(ctx, "reading from", u.label, err)
 	}
-	b := buf[:cap(buf)][:n]
+	if n > cap(buf) && Flags(buf[:cap(buf)])&FlagQR != 0 {
+		// Larger than anything we asked for (our query said
+		// EDNSSize, and the buffer holds more): cut short, it would
+		// only parse as malformed. A truncated answer, which TCP
+		// carries whole. Forged, it costs a TCP exchange, no more.
+		return Answer{Msg: &dns.Msg{MsgHdr: dns.MsgHdr{Id: m.Id, Response: true, Truncated: true}}}, nil
+	}
+	b := buf[:cap(buf)][:min(n, cap(buf))]
 	if raw && !truncatedHeader(b) {
 		if l, ok := LayoutAnswer(query, b, id); ok {
 			return Answer{Raw: b, Layout: l}, nil
@@ -302,7 +312,10 @@ func (u *UDP) read(s *udpSock) {
 		u.mu.Lock()
 		w := s.ids.get(id)
 		if w != nil && w.n == 0 && w.err == nil {
-			w.n = copy(w.buf[:cap(w.buf)], buf[:n])
+			// A datagram larger than the exchange's buffer keeps its
+			// length, so that the exchange sees it was cut (see answer).
+			copy(w.buf[:cap(w.buf)], buf[:n])
+			w.n = n
 			w.ready <- struct{}{}
 		}
 		u.mu.Unlock()

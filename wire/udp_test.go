@@ -359,3 +359,44 @@ func TestUDPSharedSocketsUnderLoad(t *testing.T) {
 		t.Errorf("%d sockets opened for %d exchanges at 7 each, want at least %d", d, workers*each, workers*each/7)
 	}
 }
+
+// An answer far larger than the query's EDNS size (43 KB here, against
+// the 4096-byte buffer) is read whole by the socket's reader, so it is
+// known to be too large: a truncated answer, retried over TCP, never an
+// answer cut short and charged to the upstream as malformed (issue 16).
+// Before the fix the exchange failed with ErrMalformed.
+func TestUDPOversizedAnswerIsRetriedOverTCP(t *testing.T) {
+	t.Parallel()
+	const records = 2700 // about 43 KB compressed
+	huge := func(w *wiretest.Writer, q *dns.Msg) {
+		r := new(dns.Msg).SetReply(q)
+		for i := range records {
+			r.Answer = append(r.Answer, wiretest.A(q.Question[0].Name, i))
+		}
+		r.Compress = true
+		b, err := r.Pack()
+		if err != nil {
+			panic(err) // a fixed message: cannot fail
+		}
+		w.WriteRaw(b)
+	}
+	srv := wiretest.NewServer(t, wiretest.ByProto(huge, wiretest.Answer()))
+	u := newTestUDP(t, srv.Addr)
+
+	q := mustQuery(t, wiretest.Query("huge.example", dns.TypeA))
+	q.Buf = make([]byte, 0, smallBufLen)
+	a, err := u.Exchange(ctxWithin(t, answerTimeout), q, within(answerTimeout))
+	if err != nil {
+		t.Fatalf("exchange: %v, want the answer over TCP", err)
+	}
+	r, err := answerMsg(a, q.Msg.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Truncated || len(r.Answer) != 1 {
+		t.Errorf("answer TC=%v with %d records, want TCP's whole answer of 1", r.Truncated, len(r.Answer))
+	}
+	if udp, tcp := srv.UDPQueries(), srv.TCPQueries(); udp != 1 || tcp != 1 {
+		t.Errorf("server saw %d UDP and %d TCP queries, want 1 and 1", udp, tcp)
+	}
+}
