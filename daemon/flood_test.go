@@ -90,7 +90,9 @@ func TestCacheFlood(t *testing.T) {
 		wg.Go(func() { worker(func(int) string { return fmt.Sprintf("x%d.flood.example.", r.Uint64()) }, &floodAsked) })
 	}
 	for w := range 2 {
-		wg.Go(func() { worker(func(i int) string { return fmt.Sprintf("hot%d.example.", (i*7+w*500)%hot) }, &hotAsked) })
+		wg.Go(func() {
+			worker(func(i int) string { return fmt.Sprintf("hot%d.example.", (i*7+w*500)%hot) }, &hotAsked)
+		})
 	}
 	wg.Go(func() {
 		for time.Now().Before(stop) {
