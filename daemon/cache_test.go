@@ -143,3 +143,23 @@ func shutdown(tb testing.TB, s *started) {
 		tb.Fatal(err)
 	}
 }
+
+// A client outside server.allow is answered REFUSED with EDE 18 over UDP
+// and TCP, and its query reaches no upstream.
+func TestClientsOutsideAllowAreRefused(t *testing.T) {
+	up := wiretest.NewServer(t, wiretest.Answer())
+	s := startDaemon(t, upstreamTOML(up.Addr)+"[server]\nlisten = [\"127.0.0.1:0\"]\nallow = [\"10.0.0.0/8\"]\n")
+	for _, proto := range []string{"udp", "tcp"} {
+		r := ask(t, proto, s.addr(proto), ednsQuery("example.com.", dns.TypeA))
+		if got := edeCodes(r); r.Rcode != dns.RcodeRefused || len(got) != 1 || got[0] != 18 {
+			t.Errorf("%s from 127.0.0.1, outside 10.0.0.0/8: %s EDE %v; want REFUSED with EDE 18", proto, dns.RcodeToString[r.Rcode], got)
+		}
+	}
+	if n := up.UDPQueries() + up.TCPQueries(); n != 0 {
+		t.Errorf("the upstream saw %d queries of an outsider", n)
+	}
+	inside := startDaemon(t, upstreamTOML(up.Addr)+"[server]\nlisten = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.0/8\"]\n")
+	if r := ask(t, "udp", inside.udp, ednsQuery("example.com.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
+		t.Errorf("from inside: %s", dns.RcodeToString[r.Rcode])
+	}
+}

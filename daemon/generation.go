@@ -146,6 +146,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		Pool:    g.pool,
 		Hooks:   d.hooks,
 		Cache:   d.cacheConfig(cfg.Cache, g.pool),
+		Allow:   cfg.Server.AllowPrefixes,
 	})
 	if err != nil {
 		return nil, err
