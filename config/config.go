@@ -157,7 +157,8 @@ type QueryLog struct {
 
 // Admin is the [admin] table.
 type Admin struct {
-	Listen string `toml:"listen"` // HTTP for /metrics and /api/health; "" disables
+	Listen        string `toml:"listen"`         // HTTP: the status page, /metrics, /api/*; "" disables
+	RecentQueries int    `toml:"recent_queries"` // queries kept in memory for the status page and /api/queries; 0 off
 }
 
 // Log is the [log] table.

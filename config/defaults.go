@@ -32,6 +32,15 @@ const (
 	// a setting far from overflow.
 	MaxMilliseconds = math.MaxInt32
 
+	// DefaultRecentQueries is admin.recent_queries' default: a few minutes
+	// of a household's queries, under a megabyte.
+	DefaultRecentQueries = 1000
+
+	// MaxRecentQueries bounds admin.recent_queries: each kept query
+	// holds under 1 KiB (its trail included), so the bound is under
+	// 100 MiB.
+	MaxRecentQueries = 100000
+
 	// MaxCacheMiB bounds cache.size_mib: 64 GiB, far beyond any board,
 	// and far from overflowing a byte count.
 	MaxCacheMiB = 64 << 10
@@ -78,7 +87,7 @@ func Default() Config {
 			Path:                 "",
 		},
 		QueryLog: QueryLog{Path: "", Attempts: false},
-		Admin:    Admin{Listen: "127.0.0.1:8053"},
+		Admin:    Admin{Listen: "127.0.0.1:8053", RecentQueries: DefaultRecentQueries},
 		Log:      Log{Level: "info"},
 	}
 }

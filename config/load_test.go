@@ -136,6 +136,7 @@ path = "/var/log/nxdnsd.jsonl"
 attempts = true
 [admin]
 listen = ""
+recent_queries = 50
 [log]
 level = "error"
 `)
@@ -150,7 +151,7 @@ level = "error"
 		LocalRecords: []LocalRecord{{Name: "x.home.arpa.", Type: "TXT", Value: "hello", TTL: 0}},
 		Cache:        Cache{MinTTLS: 7, MaxTTLS: 70, StaleClientTimeoutMS: 1},
 		QueryLog:     QueryLog{Path: "/var/log/nxdnsd.jsonl", Attempts: true},
-		Admin:        Admin{Listen: ""},
+		Admin:        Admin{Listen: "", RecentQueries: 50},
 		Log:          Log{Level: "error"},
 	}
 	if !reflect.DeepEqual(withoutParsed(*got), want) {

@@ -139,6 +139,9 @@ func TestRules(t *testing.T) {
 		// [admin], [log], [query_log]
 		{"admin listen hostname", "[admin]\nlisten = \"localhost:8053\"" + okUpstream, []string{"admin.listen"}},
 		{"admin listen on a DNS listener", "[server]\nlisten = [\"127.0.0.1:53\"]\n[admin]\nlisten = \"127.0.0.1:53\"" + okUpstream, []string{"admin.listen"}},
+		{"recent queries off", "[admin]\nrecent_queries = 0" + okUpstream, nil},
+		{"recent queries negative", "[admin]\nrecent_queries = -1" + okUpstream, []string{"admin.recent_queries"}},
+		{"recent queries too many", "[admin]\nrecent_queries = 100001" + okUpstream, []string{"admin.recent_queries"}},
 		{"log level unknown", "[log]\nlevel = \"verbose\"" + okUpstream, []string{"log.level"}},
 		{"log level upper-case", "[log]\nlevel = \"WARN\"" + okUpstream, nil},
 		{"query log any path", "[query_log]\npath = \"relative/q.log\"" + okUpstream, nil},
