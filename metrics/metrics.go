@@ -10,7 +10,9 @@
 package metrics
 
 import (
+	"bytes"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +52,10 @@ type Config struct {
 
 	// Zones are the forward zones' names, as query.Entry.Zone spells them.
 	Zones []string
+
+	// Version is nxdnsd's version, the version label of nxdns_build_info;
+	// "" reads "unknown".
+	Version string
 }
 
 // Metrics is one daemon's metric set. It implements actors.Observer. All
@@ -108,6 +114,11 @@ func New(cfg Config) *Metrics {
 	for i, r := range reloadResults {
 		m.reloads[i] = s.NewCounter(`nxdns_config_reloads_total{result="` + r + `"}`)
 	}
+	version := cfg.Version
+	if version == "" {
+		version = "unknown"
+	}
+	s.NewGauge(`nxdns_build_info{version="`+escape(version)+`",goversion="`+escape(runtime.Version())+`"}`, func() float64 { return 1 })
 	m.first = m.Upstreams(cfg.Upstreams)
 	m.UseZones(cfg.Zones)
 	s.RegisterMetricsWriter(m.writePool)
@@ -177,11 +188,14 @@ func (m *Metrics) QueryLogDropped() { m.queryLogDropped.Inc() }
 
 // WritePrometheus writes every nxdnsd series, then the Go runtime and
 // process metrics of the library, in the Prometheus text format (version
-// 0.0.4). It first waits for the pool's actors to apply every outcome sent
-// so far (see actors.Pool.Sync).
+// 0.0.4), every family with its HELP text and TYPE. It first waits for
+// the pool's actors to apply every outcome sent so far (see
+// actors.Pool.Sync).
 func (m *Metrics) WritePrometheus(w io.Writer) {
-	m.set.WritePrometheus(w)
-	vm.WriteProcessMetrics(w)
+	var exp bytes.Buffer
+	m.set.WritePrometheus(&exp)
+	vm.WriteProcessMetrics(&exp)
+	_, _ = w.Write(withHelp(make([]byte, 0, exp.Len()+8<<10), exp.Bytes())) // a failed write is the scraper's problem
 }
 
 func protoIndex(proto string) int {

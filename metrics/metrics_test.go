@@ -279,6 +279,7 @@ func TestParserRefusesWhatPrometheusRefuses(t *testing.T) {
 		"count mismatch":   "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_count 1\n",
 		"unquoted label":   "a{x=1} 1\n",
 		"negative counter": "# TYPE a counter\na -1\n",
+		"second HELP":      "# HELP a one\n# HELP a two\na 1\n",
 	} {
 		if _, err := metricstest.Parse(strings.NewReader(text)); err == nil {
 			t.Errorf("%s: parsed without error", name)

@@ -1,22 +1,31 @@
 // Package metricstest reads the Prometheus text format (version 0.0.4)
-// strictly, for tests of the metrics nxdnsd renders: it refuses what a
-// Prometheus server would refuse (a family split in two, a second TYPE
-// line, a TYPE after the family's samples, a duplicate series, a histogram
-// without its +Inf bucket) and returns the families for assertions.
+// strictly, for tests of the metrics nxdnsd renders, and lints it the way
+// Prometheus's own tooling does. The parsing is Prometheus's own
+// (github.com/prometheus/common/expfmt), which refuses bad syntax, a
+// second TYPE or HELP line and a TYPE after the family's samples; this
+// package adds what a Prometheus server refuses beyond it (a family split
+// in two, a duplicate series, a histogram without its +Inf bucket or with
+// a _count that is not its +Inf bucket, a negative counter) and returns
+// the families for assertions.
 //
 // It is an ordinary package so that every package's tests can import it;
-// production code never does.
+// production code never does, so its dependencies are the tests' only.
 package metricstest
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Sample is one series' value.
@@ -30,251 +39,204 @@ type Sample struct {
 type Family struct {
 	Name    string
 	Type    string // counter, gauge, histogram, summary or untyped (no TYPE line)
+	Help    string // "" when the family has no HELP text
 	Samples []Sample
 }
 
 // Families maps family names to families.
 type Families map[string]*Family
 
-// Parse reads a whole exposition. The error names the line at fault.
+// Parse reads a whole exposition.
 func Parse(r io.Reader) (Families, error) {
-	p := parser{fams: Families{}, done: map[string]bool{}, series: map[string]bool{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		p.line++
-		if err := p.parseLine(sc.Text()); err != nil {
-			return nil, fmt.Errorf("line %d: %w: %q", p.line, err, sc.Text())
-		}
-	}
-	if err := sc.Err(); err != nil {
+	text, err := io.ReadAll(r)
+	if err != nil {
 		return nil, err
 	}
-	for _, f := range p.fams {
+	mfs, err := parseText(text)
+	if err != nil {
+		return nil, err
+	}
+	fs := Families{}
+	for name, mf := range mfs {
+		f := &Family{Name: name, Type: strings.ToLower(mf.GetType().String()), Help: mf.GetHelp(), Samples: samplesOf(mf)}
 		if err := checkFamily(f); err != nil {
 			return nil, fmt.Errorf("family %s: %w", f.Name, err)
 		}
+		fs[name] = f
 	}
-	return p.fams, nil
+	return fs, nil
 }
 
-type parser struct {
-	line   int
-	fams   Families
-	cur    string          // the family being read
-	done   map[string]bool // families closed by another family's line
-	series map[string]bool // name and labels of every sample, for duplicates
-}
-
-// enter makes name the current family, refusing one that was closed.
-func (p *parser) enter(name string) (*Family, error) {
-	if name != p.cur {
-		if p.done[name] {
-			return nil, fmt.Errorf("family %s appears again after other families", name)
-		}
-		if p.cur != "" {
-			p.done[p.cur] = true
-		}
-		p.cur = name
-	}
-	f := p.fams[name]
-	if f == nil {
-		f = &Family{Name: name, Type: "untyped"}
-		p.fams[name] = f
-	}
-	return f, nil
-}
-
-func (p *parser) parseLine(l string) error {
-	switch {
-	case strings.TrimSpace(l) == "":
-		return nil
-	case strings.HasPrefix(l, "#"):
-		fields := strings.Fields(strings.TrimPrefix(l, "#"))
-		if len(fields) < 2 || fields[0] != "HELP" && fields[0] != "TYPE" {
-			return nil // an ordinary comment
-		}
-		if !validName(fields[1], true) {
-			return fmt.Errorf("bad metric name %q", fields[1])
-		}
-		f, err := p.enter(fields[1])
-		if err != nil {
-			return err
-		}
-		if fields[0] == "HELP" {
-			return nil
-		}
-		if len(fields) != 3 {
-			return fmt.Errorf("TYPE needs a name and a type")
-		}
-		switch {
-		case len(f.Samples) > 0:
-			return fmt.Errorf("TYPE after samples of %s", f.Name)
-		case f.Type != "untyped":
-			return fmt.Errorf("second TYPE for %s", f.Name)
-		case !slices.Contains([]string{"counter", "gauge", "histogram", "summary", "untyped"}, fields[2]):
-			return fmt.Errorf("unknown type %q", fields[2])
-		}
-		f.Type = fields[2]
-		return nil
-	}
-	s, err := parseSample(l)
+// Lint parses the exposition text as Parse does and returns what
+// Prometheus's linter (promlint, as promtool check metrics runs it) finds
+// wrong with it, by family: a missing HELP text, a counter without
+// _total, a unit that is not a base unit, and the like.
+func Lint(text []byte) ([]promlint.Problem, error) {
+	mfs, err := parseText(text)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	key := s.Name + "{" + canonicalLabels(s.Labels) + "}"
-	if p.series[key] {
-		return fmt.Errorf("duplicate series %s", key)
+	list := make([]*dto.MetricFamily, 0, len(mfs))
+	for _, mf := range mfs {
+		list = append(list, mf)
 	}
-	p.series[key] = true
-	f, err := p.enter(p.familyOf(s.Name))
+	return promlint.NewWithMetricFamilies(list).Lint()
+}
+
+// parseText parses text with expfmt, with the classic (pre-UTF-8) name
+// rules nxdnsd's names follow, then checks what expfmt lets through: the
+// order of the families and duplicate series.
+func parseText(text []byte) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f.Samples = append(f.Samples, s)
-	return nil
+	if err := checkOrder(text, mfs); err != nil {
+		return nil, err
+	}
+	for name, mf := range mfs {
+		seen := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			key := canonicalLabels(labelsOf(m))
+			if seen[key] {
+				return nil, fmt.Errorf("duplicate series %s{%s}", name, key)
+			}
+			seen[key] = true
+		}
+	}
+	return mfs, nil
+}
+
+// checkOrder refuses a family whose lines are split by another family's:
+// expfmt merges the two parts, a Prometheus server refuses the scrape.
+func checkOrder(text []byte, mfs map[string]*dto.MetricFamily) error {
+	var cur string
+	done := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for line := 1; sc.Scan(); line++ {
+		l := sc.Text()
+		var name string
+		if fields := strings.Fields(strings.TrimPrefix(l, "#")); strings.HasPrefix(l, "#") {
+			if len(fields) < 2 || fields[0] != "HELP" && fields[0] != "TYPE" {
+				continue
+			}
+			name = fields[1]
+		} else if name = strings.TrimSpace(l); name == "" {
+			continue
+		} else if i := strings.IndexAny(name, "{ \t"); i >= 0 {
+			name = familyOf(name[:i], cur, mfs)
+		}
+		if name == cur {
+			continue
+		}
+		if done[name] {
+			return fmt.Errorf("line %d: family %s appears again after other families", line, name)
+		}
+		if cur != "" {
+			done[cur] = true
+		}
+		cur = name
+	}
+	return sc.Err()
 }
 
 // familyOf maps a sample name to its family: the current family when the
 // name is one of its histogram or summary series, else the name itself.
-func (p *parser) familyOf(name string) string {
-	if f := p.fams[p.cur]; f != nil && name != f.Name {
-		switch f.Type {
-		case "histogram":
-			for _, suf := range []string{"_bucket", "_sum", "_count"} {
-				if name == f.Name+suf {
-					return f.Name
-				}
-			}
-		case "summary":
-			for _, suf := range []string{"_sum", "_count"} {
-				if name == f.Name+suf {
-					return f.Name
-				}
-			}
+func familyOf(name, cur string, mfs map[string]*dto.MetricFamily) string {
+	mf := mfs[cur]
+	if mf == nil || name == cur || !strings.HasPrefix(name, cur) {
+		return name
+	}
+	suffixes := map[dto.MetricType][]string{
+		dto.MetricType_HISTOGRAM: {"_bucket", "_sum", "_count"},
+		dto.MetricType_SUMMARY:   {"_sum", "_count"},
+	}[mf.GetType()]
+	for _, suf := range suffixes {
+		if name == cur+suf {
+			return cur
 		}
 	}
 	return name
 }
 
-func parseSample(l string) (Sample, error) {
-	s := Sample{Labels: map[string]string{}}
-	i := strings.IndexAny(l, "{ \t")
-	if i < 0 {
-		return s, fmt.Errorf("no value")
+// samplesOf turns a parsed family back into the samples of the text
+// format, with the names and labels they were written with.
+func samplesOf(mf *dto.MetricFamily) []Sample {
+	name := mf.GetName()
+	var out []Sample
+	add := func(n string, ls map[string]string, v float64) {
+		out = append(out, Sample{Name: n, Labels: ls, Value: v})
 	}
-	s.Name, l = l[:i], l[i:]
-	if !validName(s.Name, true) {
-		return s, fmt.Errorf("bad metric name %q", s.Name)
+	with := func(ls map[string]string, k, v string) map[string]string {
+		c := make(map[string]string, len(ls)+1)
+		for lk, lv := range ls {
+			c[lk] = lv
+		}
+		c[k] = v
+		return c
 	}
-	if strings.HasPrefix(l, "{") {
-		rest, err := parseLabels(l[1:], s.Labels)
-		if err != nil {
-			return s, err
-		}
-		l = rest
-	}
-	fields := strings.Fields(l)
-	if len(fields) < 1 || len(fields) > 2 {
-		return s, fmt.Errorf("want a value and an optional timestamp")
-	}
-	v, err := parseValue(fields[0])
-	if err != nil {
-		return s, err
-	}
-	s.Value = v
-	if len(fields) == 2 {
-		if _, err := strconv.ParseInt(fields[1], 10, 64); err != nil {
-			return s, fmt.Errorf("bad timestamp %q", fields[1])
-		}
-	}
-	return s, nil
-}
-
-// parseLabels reads `name="value",...}` and returns what follows the brace.
-func parseLabels(l string, into map[string]string) (string, error) {
-	for {
-		l = strings.TrimLeft(l, " \t")
-		if strings.HasPrefix(l, "}") {
-			return l[1:], nil
-		}
-		eq := strings.IndexByte(l, '=')
-		if eq < 0 {
-			return "", fmt.Errorf("label without =")
-		}
-		name := strings.TrimSpace(l[:eq])
-		if !validName(name, false) {
-			return "", fmt.Errorf("bad label name %q", name)
-		}
-		l = strings.TrimLeft(l[eq+1:], " \t")
-		if !strings.HasPrefix(l, `"`) {
-			return "", fmt.Errorf("label %s: value not quoted", name)
-		}
-		var v strings.Builder
-		j := 1
-		for ; j < len(l) && l[j] != '"'; j++ {
-			if l[j] != '\\' {
-				v.WriteByte(l[j])
-				continue
-			}
-			j++
-			if j == len(l) {
-				break
-			}
-			switch l[j] {
-			case '\\', '"':
-				v.WriteByte(l[j])
-			case 'n':
-				v.WriteByte('\n')
-			default:
-				return "", fmt.Errorf("label %s: bad escape \\%c", name, l[j])
-			}
-		}
-		if j >= len(l) {
-			return "", fmt.Errorf("label %s: unterminated value", name)
-		}
-		if _, dup := into[name]; dup {
-			return "", fmt.Errorf("label %s twice", name)
-		}
-		into[name] = v.String()
-		l = strings.TrimLeft(l[j+1:], " \t")
+	for _, m := range mf.GetMetric() {
+		ls := labelsOf(m)
 		switch {
-		case strings.HasPrefix(l, ","):
-			l = l[1:]
-		case strings.HasPrefix(l, "}"):
-		default:
-			return "", fmt.Errorf("after label %s: want , or }", name)
+		case m.Counter != nil:
+			add(name, ls, m.GetCounter().GetValue())
+		case m.Gauge != nil:
+			add(name, ls, m.GetGauge().GetValue())
+		case m.Untyped != nil:
+			add(name, ls, m.GetUntyped().GetValue())
+		case m.Histogram != nil:
+			h := m.GetHistogram()
+			for _, b := range h.GetBucket() {
+				add(name+"_bucket", with(ls, "le", formatBound(b.GetUpperBound())), countOf(b.CumulativeCount, b.CumulativeCountFloat))
+			}
+			if h.SampleSum != nil {
+				add(name+"_sum", ls, h.GetSampleSum())
+			}
+			if h.SampleCount != nil || h.SampleCountFloat != nil {
+				add(name+"_count", ls, countOf(h.SampleCount, h.SampleCountFloat))
+			}
+		case m.Summary != nil:
+			sm := m.GetSummary()
+			for _, q := range sm.GetQuantile() {
+				add(name, with(ls, "quantile", formatBound(q.GetQuantile())), q.GetValue())
+			}
+			if sm.SampleSum != nil {
+				add(name+"_sum", ls, sm.GetSampleSum())
+			}
+			if sm.SampleCount != nil {
+				add(name+"_count", ls, float64(sm.GetSampleCount()))
+			}
 		}
 	}
+	return out
 }
 
-func parseValue(s string) (float64, error) {
-	switch s {
-	case "+Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	case "NaN":
-		return math.NaN(), nil
+func labelsOf(m *dto.Metric) map[string]string {
+	ls := make(map[string]string, len(m.GetLabel()))
+	for _, lp := range m.GetLabel() {
+		ls[lp.GetName()] = lp.GetValue()
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("bad value %q", s)
-	}
-	return v, nil
+	return ls
 }
 
-func validName(s string, metric bool) bool {
-	if s == "" {
-		return false
+func countOf(i *uint64, f *float64) float64 {
+	if f != nil {
+		return *f
 	}
-	for i, c := range s {
-		ok := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9' || metric && c == ':'
-		if !ok {
-			return false
-		}
+	if i != nil {
+		return float64(*i)
 	}
-	return true
+	return 0
+}
+
+// formatBound writes a bucket bound or quantile as the text format does.
+func formatBound(v float64) string {
+	if math.IsInf(v, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 func canonicalLabels(ls map[string]string) string {
@@ -390,4 +352,14 @@ func hasLabels(ls map[string]string, pairs []string) bool {
 		}
 	}
 	return true
+}
+
+func parseValue(s string) (float64, error) {
+	switch s {
+	case "+Inf":
+		return math.Inf(1), nil
+	case "-Inf":
+		return math.Inf(-1), nil
+	}
+	return strconv.ParseFloat(s, 64)
 }

@@ -41,6 +41,7 @@ var Spec = []SpecFamily{
 	{Name: "nxdns_config_reloads_total", Type: "counter", Labels: []string{"result"}},
 	{Name: "nxdns_upstream_probes_total", Type: "counter", Labels: []string{"outcome", "upstream"}, Upstream: true},
 	{Name: "nxdns_upstream_srtt_seconds", Type: "gauge", Labels: []string{"upstream"}, Upstream: true},
+	{Name: "nxdns_build_info", Type: "gauge", Labels: []string{"goversion", "version"}},
 }
 
 // perOutcome are the families with one series per upstream and attempt
