@@ -1,7 +1,8 @@
-// Package admin is nxdnsd's HTTP interface on admin.listen: GET /metrics
-// in the Prometheus text format, GET /api/health, and the probes /livez
-// and /readyz (spec section 8, described by openapi.yaml at the
-// repository root).
+// Package admin is nxdnsd's HTTP interface on admin.listen: the status
+// page at GET /, GET /metrics in the Prometheus text format, the JSON of
+// GET /api/health, /api/queries and /api/stats, and the probes /livez and
+// /readyz (spec section 8, described by openapi.yaml at the repository
+// root).
 package admin
 
 import (
@@ -63,6 +64,17 @@ type Config struct {
 	// Live reports whether the process serves DNS, for /livez; nil means
 	// it always does.
 	Live func() bool
+
+	// Queries, or nil, are the recent queries of GET /api/queries and the
+	// status page; nil reads as none kept.
+	Queries Queries
+
+	// Counters, or nil, are what GET /api/stats sums up (and the status
+	// page shows); *metrics.Metrics implements it. nil reads as zeros.
+	Counters Counters
+
+	// Version is nxdnsd's version, which the status page shows.
+	Version string
 }
 
 // Server is the admin HTTP server. Start it once and Shutdown it once.
@@ -71,9 +83,13 @@ type Server struct {
 	log  *zap.Logger
 	http *http.Server
 
-	mu   sync.Mutex // guards following
-	ln   net.Listener
-	done chan struct{} // closed when Serve has returned; nil before Start
+	rate    rate      // the query counter's recent history, for GET /api/stats
+	started time.Time // set by New: when nxdnsd started, near enough
+
+	mu          sync.Mutex // guards following
+	ln          net.Listener
+	done        chan struct{} // closed when Serve and the rate sampler have returned; nil before Start
+	stopSampler chan struct{} // closed by Shutdown
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -81,7 +97,8 @@ type Server struct {
 
 // New returns a Server for cfg; nothing listens until Start.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.rate.add(s.started, s.totals().Queries)
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -97,14 +114,18 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the routes: GET (and HEAD) /metrics, /api/health,
-// /livez and /readyz; any other method gets 405, any other path 404.
+// Handler returns the routes: GET (and HEAD) / (the status page),
+// /metrics, /api/health, /api/queries, /api/stats, /livez and /readyz;
+// any other method gets 405, any other path 404.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /livez", s.serveLive)
 	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.HandleFunc("GET /{$}", serveStatusPage)
+	mux.HandleFunc("GET /api/queries", s.serveQueries)
+	mux.HandleFunc("GET /api/stats", s.serveStats)
 	return mux
 }
 
@@ -119,18 +140,24 @@ func (s *Server) Start() error {
 		return fmt.Errorf("admin: listening on %s: %w", s.cfg.Listen, err)
 	}
 	s.mu.Lock()
-	s.ln, s.done = ln, make(chan struct{})
+	s.ln, s.done, s.stopSampler = ln, make(chan struct{}), make(chan struct{})
+	done, stop := s.done, s.stopSampler
 	s.mu.Unlock()
 	if !ap.Addr().IsLoopback() {
 		s.log.Warn("the admin API is reachable from the network and has no authentication",
 			zap.String("listen", s.cfg.Listen))
 	}
 	s.log.Info("serving", zap.String("proto", "http"), zap.Stringer("addr", ln.Addr()))
-	go func() {
-		defer close(s.done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server stopped", zap.Error(err))
 		}
+	})
+	wg.Go(func() { s.sampleRate(stop) })
+	go func() {
+		wg.Wait()
+		close(done)
 	}()
 	return nil
 }
@@ -153,11 +180,12 @@ func (s *Server) Addr() netip.AddrPort {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
 		s.mu.Lock()
-		done := s.done
+		done, stop := s.done, s.stopSampler
 		s.mu.Unlock()
 		if done == nil {
 			return
 		}
+		close(stop)
 		if err := s.http.Shutdown(ctx); err != nil {
 			s.shutdownErr = err
 			_ = s.http.Close()

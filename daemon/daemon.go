@@ -79,11 +79,11 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 		}
 	}()
 
-	d.metrics = newMetrics(cfg, enabledNames(cfg))
+	d.metrics = newMetrics(cfg, enabledNames(cfg), opts.version)
 	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts); err != nil {
 		return nil, err
 	}
-	d.hooks = &observer{metrics: d.metrics, qlog: d.qlog}
+	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog}
 	d.cache = d.newCache()
 	g, err := d.build(cfg, nil, d.metrics.Upstreams(enabledNames(cfg)))
 	if err != nil {
@@ -224,6 +224,10 @@ type RunOptions struct {
 	// Notifier, or nil, tells systemd when every listener is bound
 	// (READY=1), when a reload begins and ends, and when nxdnsd stops.
 	Notifier *sdnotify.Notifier
+
+	// Version is nxdnsd's version, for nxdns_build_info and the status
+	// page; "" reads "unknown".
+	Version string
 }
 
 // Run starts the daemon and serves until ctx is done, then shuts down,
@@ -232,7 +236,7 @@ func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, ro RunOptions
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d, err := New(cfg, log)
+	d, err := newDaemon(cfg, log, options{version: ro.Version})
 	if err != nil {
 		return err
 	}

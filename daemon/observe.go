@@ -33,6 +33,9 @@ type options struct {
 	// exchanger, when set, wraps upstream i's transport: a test makes one
 	// that holds its slot past any budget.
 	exchanger func(i int, t wire.Exchanger) wire.Exchanger
+
+	// version is nxdnsd's version (RunOptions.Version).
+	version string
 }
 
 // observer is the daemon's query.Hooks: every answered query is counted
@@ -63,12 +66,12 @@ func (o *observer) QueryDone(e *query.Entry) {
 
 // newMetrics creates the metric set with a series for every enabled
 // upstream (names, by pool index) and every forward zone.
-func newMetrics(cfg *config.Config, names []string) *metrics.Metrics {
+func newMetrics(cfg *config.Config, names []string, version string) *metrics.Metrics {
 	zones := make([]string, len(cfg.ForwardZones))
 	for i, z := range cfg.ForwardZones {
 		zones[i] = dns.CanonicalName(z.Zone) // as query.Entry.Zone spells it
 	}
-	return metrics.New(metrics.Config{Upstreams: names, Zones: zones})
+	return metrics.New(metrics.Config{Upstreams: names, Zones: zones, Version: version})
 }
 
 // newQueryLog starts the query log the configuration asks for, or returns
@@ -99,6 +102,10 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Pool:    currentPool{&d.front},
 		Logger:  d.log,
 		Live:    d.live.Load,
+
+		Queries:  d.hooks.recent,
+		Counters: d.metrics,
+		Version:  d.opts.version,
 	})
 }
 

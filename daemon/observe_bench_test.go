@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/metrics/metricstest"
 	"github.com/nxdnsd/nxdnsd/query"
@@ -19,10 +20,12 @@ import (
 
 // BenchmarkHooks is what observing one answered pool query costs the
 // query: the metrics and the query-log line, with and without the attempt
-// trail (an expiry on one upstream, then an answer from the next). The
-// writer goroutine writes to io.Discard; every 1024 queries the loop lets
-// it catch up, so the figure is the cost of lines written, not of the
-// cheaper drops.
+// trail (an expiry on one upstream, then an answer from the next), and
+// each again with the ring of recent queries (admin.recent_queries at its
+// default, full from the start: "+recent"), so that the ring's cost reads
+// side by side. The writer goroutine writes to io.Discard; every 1024
+// queries the loop lets it catch up, so the figure is the cost of lines
+// written, not of the cheaper drops.
 func BenchmarkHooks(b *testing.B) {
 	names := []string{"isp", "quad9"}
 	e := &query.Entry{
@@ -34,15 +37,24 @@ func BenchmarkHooks(b *testing.B) {
 			{Upstream: "quad9", Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond},
 		},
 	}
-	for _, attempts := range []bool{false, true} {
-		name := "plain"
-		if attempts {
-			name = "attempts"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		attempts bool
+		recent   int
+	}{
+		{"plain", false, 0},
+		{"plain+recent", false, config.DefaultRecentQueries},
+		{"attempts", true, 0},
+		{"attempts+recent", true, config.DefaultRecentQueries},
+	} {
+		attempts := tc.attempts
+		b.Run(tc.name, func(b *testing.B) {
 			m := metrics.New(metrics.Config{Upstreams: names})
 			ql := querylog.New(io.Discard, querylog.Options{Encoder: querylog.Encoder{Attempts: attempts}})
-			o := &observer{metrics: m, qlog: ql}
+			o := &observer{metrics: m, recent: newRecent(tc.recent), qlog: ql}
+			for range tc.recent {
+				o.recent.add(e) // full: every add overwrites
+			}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -70,4 +82,37 @@ func BenchmarkHooks(b *testing.B) {
 			b.ReportMetric(dropped/float64(b.N), "dropped/op")
 		})
 	}
+}
+
+// BenchmarkRecentAdd is the ring's own cost per query, the ring full: from
+// one goroutine, and from one per core at once, as the listener's workers
+// add (RunParallel's ns/op is wall time: multiply by the cores for the
+// cost a query pays).
+func BenchmarkRecentAdd(b *testing.B) {
+	e := &query.Entry{
+		Time: time.Now(), Client: netip.MustParseAddrPort("192.168.1.20:53211"), Proto: "udp",
+		QName: "example.com.", QType: dns.TypeA, Source: query.SourcePool, Upstream: "quad9",
+		Attempts: []actors.Attempt{
+			{Upstream: "isp", Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond},
+			{Upstream: "quad9", Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond},
+		},
+	}
+	r := newRecent(config.DefaultRecentQueries)
+	for range r.Cap() {
+		r.add(e)
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.add(e)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r.add(e)
+			}
+		})
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -34,8 +35,19 @@ func OpenAPIPath() string {
 // code must be one of the operation's responses, and the body must
 // validate against that response's application/json schema (formats such
 // as date-time asserted).
-func CheckHealth(code int, body []byte) error {
-	ptr := "/paths/~1api~1health/get/responses/" + strconv.Itoa(code) + "/content/application~1json/schema"
+func CheckHealth(code int, body []byte) error { return Check("/api/health", code, body) }
+
+// RequireHealth fails tb unless CheckHealth accepts the response.
+func RequireHealth(tb testing.TB, code int, body []byte) {
+	tb.Helper()
+	Require(tb, "/api/health", code, body)
+}
+
+// Check reports whether body, sent with HTTP status code by GET path (a
+// path of openapi.yaml, without its query), is what openapi.yaml
+// documents for that status, as CheckHealth does for /api/health.
+func Check(path string, code int, body []byte) error {
+	ptr := "/paths/" + strings.ReplaceAll(path, "/", "~1") + "/get/responses/" + strconv.Itoa(code) + "/content/application~1json/schema"
 	sch, err := compile(ptr)
 	if err != nil {
 		return err
@@ -45,15 +57,15 @@ func CheckHealth(code int, body []byte) error {
 		return fmt.Errorf("the body is not JSON: %w", err)
 	}
 	if err := sch.Validate(inst); err != nil {
-		return fmt.Errorf("the %d body does not match openapi.yaml: %w", code, err)
+		return fmt.Errorf("the %d body of %s does not match openapi.yaml: %w", code, path, err)
 	}
 	return nil
 }
 
-// RequireHealth fails tb unless CheckHealth accepts the response.
-func RequireHealth(tb testing.TB, code int, body []byte) {
+// Require fails tb unless Check accepts the response.
+func Require(tb testing.TB, path string, code int, body []byte) {
 	tb.Helper()
-	if err := CheckHealth(code, body); err != nil {
+	if err := Check(path, code, body); err != nil {
 		tb.Fatalf("%v\nbody: %s", err, body)
 	}
 }

@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		log.Warn("not telling systemd the service's state", zap.Error(err))
 	}
-	ro := daemon.RunOptions{Reopen: reopen, Reload: reload, Level: &level, Notifier: notifier}
+	ro := daemon.RunOptions{Reopen: reopen, Reload: reload, Level: &level, Notifier: notifier, Version: version}
 	if *path != "" {
 		ro.Load = func() (*config.Config, error) { return config.Load(*path) }
 	}
