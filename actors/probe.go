@@ -79,11 +79,18 @@ func (pr *prober) start(u *Upstream, kind probeKind) {
 
 // schedule arms the timer for the end of u's backoff, or disarms it when
 // u is healthy. While a probe runs nothing is armed: its outcome decides.
+//
+// It runs after every outcome the actor applies, so the common case, a
+// healthy upstream with nothing armed, takes no lock and touches no timer.
 func (pr *prober) schedule(u *Upstream) {
 	h := u.health // the actor's own: no lock needed to read it
 	switch {
 	case pr.running:
-	case !h.InBackoff || u.policyNow().ProbeTimeout <= 0:
+	case !h.InBackoff:
+		if pr.c != nil {
+			pr.disarm()
+		}
+	case u.policyNow().ProbeTimeout <= 0:
 		pr.disarm()
 	case !pr.armed.Equal(h.Until):
 		pr.arm(h.Until)
