@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // decoder maps a parsed TOML document onto a Config, guided by the struct
@@ -191,7 +193,9 @@ func newElement(t reflect.Type) reflect.Value {
 // finishElement applies the defaults that depend on other keys.
 func finishElement(e reflect.Value, present map[string]bool) {
 	if u, ok := e.Addr().Interface().(*Upstream); ok && !present["name"] {
-		u.Name = u.Address
+		// Redacted: the name is in metrics, logs and /api/health, and a
+		// DoH path is often an account's secret.
+		u.Name = wire.RedactAddress(u.Address)
 	}
 }
 

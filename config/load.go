@@ -30,7 +30,8 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes and validates a TOML configuration. Keys absent from data
 // take their defaults (Default, DefaultSlots, DefaultTTL; an upstream's
-// name defaults to its address); keys present keep their values.
+// name defaults to its address, redacted by wire.RedactAddress); keys
+// present keep their values.
 //
 // Any failure is returned as Problems, nil *Config with it: a syntax error
 // is the one problem reported (nothing after it can be trusted); otherwise

@@ -72,7 +72,8 @@ func TestRules(t *testing.T) {
 			[]string{"cache.negative_max_ttl_s", "cache.failure_ttl_s", "cache.stale_max_age_s", "cache.stale_answer_ttl_s"}},
 		{"cache failure ttl 0", "[cache]\nfailure_ttl_s = 0" + okUpstream, nil},
 		{"cache stale client timeout 0", "[cache]\nstale_client_timeout_ms = 0" + okUpstream, []string{"cache.stale_client_timeout_ms"}},
-		{"cache path in a missing directory", "[cache]\npath = \"/nonexistent/nxdnsd/cache\"" + okUpstream, []string{"cache.path"}},
+		{"cache path in a missing directory", "[cache]\npath = \"/nonexistent/nxdnsd/cache\"" + okUpstream, nil},
+		{"cache path a directory", "[cache]\npath = " + quote(t.TempDir()) + okUpstream, []string{"cache.path"}},
 		{"cache path in an existing directory", "[cache]\npath = " + quote(t.TempDir()+"/cache") + okUpstream, nil},
 
 		// [[upstreams]]

@@ -87,7 +87,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		}
 		k := keyOf(u)
 		if i := prev.find(k); i >= 0 {
-			specs = append(specs, actors.Spec{Name: u.Name, Address: u.Address, Slots: u.Slots})
+			specs = append(specs, actors.Spec{Name: u.Name, Address: wire.RedactAddress(u.Address), Slots: u.Slots})
 			kept = append(kept, prev.pool.Upstream(i))
 			g.keys = append(g.keys, k)
 			g.transports = append(g.transports, prev.transports[i])
@@ -108,7 +108,9 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		if d.opts.exchanger != nil {
 			x = d.opts.exchanger(len(specs), t)
 		}
-		specs = append(specs, actors.Spec{Name: u.Name, Address: u.Address, Slots: u.Slots, Transport: x})
+		// The address as /api/health shows it: a DoH path is often an
+		// account's secret.
+		specs = append(specs, actors.Spec{Name: u.Name, Address: wire.RedactAddress(u.Address), Slots: u.Slots, Transport: x})
 		kept = append(kept, nil)
 		g.keys = append(g.keys, k)
 		g.transports = append(g.transports, t)

@@ -16,6 +16,7 @@ const (
 	edeCachedError          = dns.ExtendedErrorCodeCachedError          // 13: a remembered failure (RFC 9520)
 	edeProhibited           = dns.ExtendedErrorCodeProhibited           // 18: the client is outside server.allow
 	edeStaleNXDomain        = dns.ExtendedErrorCodeStaleNXDOMAINAnswer  // 19: a stale NXDOMAIN
+	edeNotSupported         = dns.ExtendedErrorCodeNotSupported         // 21: a zone transfer or a class other than IN
 	edeNoReachableAuthority = dns.ExtendedErrorCodeNoReachableAuthority // 22: every upstream failed, or the budget ran out
 	edeNetworkError         = dns.ExtendedErrorCodeNetworkError         // 23: the failure was local
 )

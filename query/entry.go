@@ -16,7 +16,7 @@ const (
 	SourcePool        = "pool"         // the upstream pool
 	SourceCache       = "cache"        // a fresh cached answer, or a remembered failure
 	SourceStale       = "stale"        // an expired cached answer (RFC 8767)
-	SourceRefused     = "refused"      // outside server.allow, or past max_concurrent_queries
+	SourceRefused     = "refused"      // outside server.allow, past max_concurrent_queries, a zone transfer, a class other than IN
 )
 
 // Outcomes of a forward-zone exchange, the outcome label of
@@ -44,6 +44,10 @@ type Entry struct {
 	// and QType 0 when the query had no readable question.
 	QName string
 	QType uint16
+
+	// QClass is the question's class (dns.ClassINET for nearly every
+	// query); 0 when the query had no readable question.
+	QClass uint16
 
 	// Rcode is the rcode of the answer sent, extended bits included.
 	Rcode int

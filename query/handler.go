@@ -209,7 +209,7 @@ func (h *Handler) prepare(s *scratch, req *wire.Request) bool {
 	e := &s.entry
 	e.Time, e.Client, e.Proto = start, req.Client, req.Proto
 	if len(r.msg.Question) > 0 {
-		e.QName, e.QType = r.msg.Question[0].Name, r.msg.Question[0].Qtype
+		e.QName, e.QType, e.QClass = r.msg.Question[0].Name, r.msg.Question[0].Qtype, r.msg.Question[0].Qclass
 	}
 	return true
 }
@@ -241,9 +241,9 @@ func (h *Handler) finish(s *scratch, m *dns.Msg, out []byte, rcode int) []byte {
 
 // quick is the resolution order up to the answers that need no waiting
 // (spec section 3, steps 1 to 3): a refusal from step 1, special-use names,
-// local records, and with the cache on, a fresh entry or a remembered
-// failure. Otherwise it notes r's zone and cache state for slow and
-// reports done false.
+// local records, the refusal of what is never forwarded (unforwarded),
+// and with the cache on, a fresh entry or a remembered failure. Otherwise
+// it notes r's zone and cache state for slow and reports done false.
 func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
 	r, e := &s.req, &s.entry
 	if !h.allows(e.Client.Addr()) {
@@ -259,6 +259,10 @@ func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode i
 	}
 	if m := h.local.answer(r); m != nil {
 		e.Source = SourceLocal
+		return m, nil, 0, true
+	}
+	if m := r.unforwarded(); m != nil {
+		e.Source = SourceRefused
 		return m, nil, 0, true
 	}
 	s.zone = h.zones.match(r.lname)

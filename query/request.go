@@ -104,18 +104,22 @@ func (r *request) packTrimmed(buf []byte) ([]byte, error) {
 }
 
 // parse reads a raw client query into r, a zero request, and checks it
-// against step 1 of the resolution order. It returns false when the query
-// is to be dropped (shorter than a header, or a response). Otherwise reject
-// is the rcode to refuse the query with, or dns.RcodeSuccess when the query
-// may be resolved.
+// against step 1 of the resolution order, the question's type included
+// (see questionReject). It returns false when the query is to be dropped
+// (shorter than a header, or a response). Otherwise reject is the rcode to
+// refuse the query with, or dns.RcodeSuccess when the query may be
+// resolved.
 func parse(r *request, raw []byte, proto string) (ok bool, reject int) {
 	if !r.header(raw, proto) {
 		return false, 0
 	}
 	if r.parseCommon(raw, proto) {
-		return true, dns.RcodeSuccess
+		return true, questionReject(r.question[0].Qtype)
 	}
-	return true, r.parseGeneral(raw, proto)
+	if reject = r.parseGeneral(raw, proto); reject != dns.RcodeSuccess {
+		return true, reject
+	}
+	return true, questionReject(r.question[0].Qtype)
 }
 
 // header reads what parse takes from the header alone, and reports false

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/miekg/dns"
+
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/internal/dnstext"
 	"github.com/nxdnsd/nxdnsd/query"
@@ -29,8 +31,8 @@ type Encoder struct {
 
 // Append appends e's line, newline included, to b and returns the result.
 //
-// Fields, in order: ts, client, proto, qname, qtype, rcode, source,
-// upstream, duration_ms; then, for pool lines when e.Attempts is on,
+// Fields, in order: ts, client, proto, qname, qtype, qclass (only when the
+// class is not IN), rcode, source, upstream, duration_ms; then, for pool lines when e.Attempts is on,
 // queued_ms and attempts. A field with nothing to say is null: source for
 // a query refused before resolution (FORMERR, NOTIMP, BADVERS), qname and
 // qtype for a query without a readable question, upstream when no upstream
@@ -56,6 +58,10 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 		b = appendString(b, e.QName)
 		b = append(b, `,"qtype":`...)
 		b = appendString(b, dnstext.Type(e.QType))
+		if e.QClass != dns.ClassINET && e.QClass != 0 {
+			b = append(b, `,"qclass":`...)
+			b = appendString(b, dnstext.Class(e.QClass))
+		}
 	}
 	b = append(b, `,"rcode":`...)
 	b = appendString(b, dnstext.Rcode(e.Rcode))

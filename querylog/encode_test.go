@@ -47,6 +47,33 @@ func TestSpecLine(t *testing.T) {
 	}
 }
 
+// The class is logged only when it is not IN (issue 16): a CHAOS query
+// such as version.bind is told apart from the IN name, and every other
+// line stays as it was.
+func TestQClassOnlyWhenNotIN(t *testing.T) {
+	enc := Encoder{}
+	for _, tc := range []struct {
+		class uint16
+		want  string
+	}{
+		{0, `"qtype":"A","rcode"`},
+		{dns.ClassINET, `"qtype":"A","rcode"`},
+		{dns.ClassCHAOS, `"qtype":"A","qclass":"CH","rcode"`},
+		{dns.ClassANY, `"qtype":"A","qclass":"ANY","rcode"`},
+		{42, `"qtype":"A","qclass":"CLASS42","rcode"`},
+	} {
+		e := poolEntry()
+		e.QClass = tc.class
+		got := string(enc.Append(nil, e))
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("class %d: got %s\nwant it to hold %s", tc.class, got, tc.want)
+		}
+		if !json.Valid([]byte(got)) {
+			t.Errorf("class %d: not JSON: %s", tc.class, got)
+		}
+	}
+}
+
 func TestAttemptTrail(t *testing.T) {
 	enc := Encoder{Attempts: true}
 	e := poolEntry()

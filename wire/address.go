@@ -61,13 +61,46 @@ func (a Address) String() string {
 	return a.scheme + "://" + strings.ReplaceAll(hostport, "%", "%25") + a.path
 }
 
+// Redacted is String with what may be a secret hidden, as RedactAddress
+// hides it: the form for logs, errors, metrics and the health API.
+func (a Address) Redacted() string { return RedactAddress(a.String()) }
+
+// keptDoHPath is the one path an https address shows unredacted: RFC 8484's
+// own example, which public resolvers serve and which is nobody's secret.
+const keptDoHPath = "/dns-query"
+
+// RedactAddress returns an upstream address as written, parsed or not,
+// with what may be a secret hidden: user info (a password) becomes "…@",
+// and any path but "/" and "/dns-query", with a query or fragment, becomes
+// "/…". A DoH provider's path often names an account, and knowing it is
+// using it ("https://dns.nextdns.io/abc123" becomes
+// "https://dns.nextdns.io/…"). The scheme and host stay, to tell
+// upstreams apart.
+func RedactAddress(s string) string {
+	scheme, rest := "", s
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, rest = s[:i+len("://")], s[i+len("://"):]
+	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		authority = "…@" + authority[i+1:]
+	}
+	if tail != "" && tail != "/" && tail != keptDoHPath {
+		tail = "/…"
+	}
+	return scheme + authority + tail
+}
+
 // IsTLS reports whether the transport is encrypted, which is when
 // WithDialIP and WithRootCAs (the ip and ca_file keys) apply.
 func (a Address) IsTLS() bool { return a.scheme == "tls" || a.scheme == "https" }
 
 // AddressError says why an upstream address does not parse.
 type AddressError struct {
-	Address string // as written
+	Address string // as written, redacted (see RedactAddress): errors are logged
 	Reason  string
 }
 
@@ -87,10 +120,10 @@ func (e *AddressError) Error() string {
 // The scheme is matched without regard to case. The port is required
 // except for https (default 443) and must be in 1..65535. User info,
 // queries and fragments are refused. A failure is an *AddressError and
-// the zero Address.
+// the zero Address, naming the address redacted.
 func ParseAddress(s string) (Address, error) {
 	fail := func(format string, args ...any) (Address, error) {
-		return Address{}, &AddressError{Address: s, Reason: fmt.Sprintf(format, args...)}
+		return Address{}, &AddressError{Address: RedactAddress(s), Reason: fmt.Sprintf(format, args...)}
 	}
 	u, err := url.Parse(s)
 	switch {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -84,13 +85,63 @@ func TestParseAddressRefuses(t *testing.T) {
 			if !errors.As(err, &ae) {
 				t.Fatalf("ParseAddress(%q) = %+v, %v; want an *AddressError", in, a, err)
 			}
-			if ae.Address != in || ae.Reason == "" {
-				t.Errorf("error %+v does not name the address and the reason", ae)
+			if ae.Address != RedactAddress(in) || ae.Reason == "" {
+				t.Errorf("error %+v does not name the address (redacted) and the reason", ae)
 			}
 			if a != (Address{}) {
 				t.Errorf("ParseAddress(%q) returned %+v along with its error", in, a)
 			}
 		})
+	}
+}
+
+// What may be a secret in an upstream address never reaches an error, a
+// log or the health API (issue 16): a DoH path often names an account
+// (NextDNS's does), and a refused address with a password printed it.
+// Before the fix both were shown as written.
+func TestRedactAddress(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"udp://9.9.9.9:53", "udp://9.9.9.9:53"},
+		{"tls://dns.quad9.net:853", "tls://dns.quad9.net:853"},
+		{"https://dns.quad9.net/dns-query", "https://dns.quad9.net/dns-query"},
+		{"https://[2620:fe::fe]:8443/", "https://[2620:fe::fe]:8443/"},
+		{"https://dns.nextdns.io/abc123", "https://dns.nextdns.io/…"},
+		{"https://d.adguard-dns.com/dns-query/abcd1234", "https://d.adguard-dns.com/…"},
+		{"https://doh.example:8443/a/b?c=d#e", "https://doh.example:8443/…"},
+		{"https://user:hunter2@doh.example/x", "https://…@doh.example/…"},
+		{"https://user:hunter2@doh.example/dns-query", "https://…@doh.example/dns-query"},
+		{"https://doh.example?token=hunter2", "https://doh.example/…"},
+		{"dns.nextdns.io/abc123", "dns.nextdns.io/…"},
+		{"user:hunter2@9.9.9.9:53", "…@9.9.9.9:53"},
+		{"", ""},
+	} {
+		if got := RedactAddress(tt.in); got != tt.want {
+			t.Errorf("RedactAddress(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	a, err := ParseAddress("https://DNS.NextDNS.io:443/abc123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.Redacted(), "https://dns.nextdns.io/…"; got != want {
+		t.Errorf("Redacted() = %q, want %q", got, want)
+	}
+	for _, in := range []string{
+		"https://user:hunter2@dns.example/abc123", // user info is refused
+		"https://dns.example:99999/abc123",        // bad port
+		"https://dns.example/abc123?hunter2",      // query is refused
+		"https://dns.example/abc123#hunter2",      // fragment is refused
+		"quic://dns.example/abc123",               // unknown scheme
+		"https://dns_example/abc123",              // bad host
+	} {
+		_, err := ParseAddress(in)
+		if err == nil {
+			t.Fatalf("ParseAddress(%q) did not fail", in)
+		}
+		if msg := err.Error(); strings.Contains(msg, "hunter2") || strings.Contains(msg, "abc123") {
+			t.Errorf("ParseAddress(%q): %q shows a secret", in, msg)
+		}
 	}
 }
 

@@ -51,7 +51,7 @@ const (
 // An HTTPS is safe for concurrent use.
 type HTTPS struct {
 	url       string // the request URL: the address in its canonical form
-	label     string // the same, naming the upstream in errors
+	label     string // the same redacted (Address.Redacted), naming the upstream in errors
 	client    http.Client
 	transport *http.Transport // the client's; Close closes its idle connections
 }
@@ -95,7 +95,7 @@ func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {
 	}
 	return &HTTPS{
 		url:   addr.String(),
-		label: addr.String(),
+		label: addr.Redacted(),
 		client: http.Client{
 			Transport: tr,
 			// A DoH server that redirects is misconfigured, and following

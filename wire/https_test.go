@@ -165,6 +165,34 @@ func TestHTTPSRefusesBadResponses(t *testing.T) {
 	}
 }
 
+// The transport's errors name the upstream with its path redacted: a DoH
+// path is often an account's secret, and errors reach the log, the query
+// log's attempt trail and /api/health (issue 16). Before the fix they
+// showed the whole URL.
+func TestHTTPSErrorsRedactThePath(t *testing.T) {
+	t.Parallel()
+	const secret = "abc123secret"
+	ca := wiretest.NewCA(t)
+	srv := wiretest.NewHTTPSServer(t, ca.Certificate(t, wiretest.TLSName), http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		http.Error(rw, "down", http.StatusBadGateway)
+	}))
+	addr := strings.Replace(srv.Upstream(), wiretest.DoHPath, "/"+secret, 1)
+	tr := newTestTransport(t, addr, WithDialIP(loopback), WithRootCAs(ca.Pool())).(*HTTPS)
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
+	if !errors.Is(err, ErrHTTPStatus) {
+		t.Fatalf("Exchange = %v, want %v", err, ErrHTTPStatus)
+	}
+	if msg := err.Error(); strings.Contains(msg, secret) || !strings.Contains(msg, "/…") {
+		t.Errorf("error %q shows the path, or does not name the upstream", msg)
+	}
+	// A failed handshake (no CA) names it the same way.
+	tr = newTestTransport(t, addr, WithDialIP(loopback)).(*HTTPS)
+	_, err = exchangeMsg(ctxWithin(t, answerTimeout), tr, query("example.com"))
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("handshake error %v shows the path", err)
+	}
+}
+
 // An oversize body of unknown length (chunked, HTTP/1.1 style) is refused
 // as well as one announced.
 func TestHTTPSRefusesOversizeStreamedBodies(t *testing.T) {

@@ -36,3 +36,13 @@ func Type(t uint16) string {
 	}
 	return "TYPE" + strconv.Itoa(int(t))
 }
+
+// Class returns the mnemonic of a class ("IN", "CH", "ANY"), or the RFC
+// 3597 generic form ("CLASS42") for one without a name. Named classes
+// allocate nothing.
+func Class(c uint16) string {
+	if s, ok := dns.ClassToString[c]; ok {
+		return s
+	}
+	return "CLASS" + strconv.Itoa(int(c))
+}

@@ -33,6 +33,19 @@ func TestNames(t *testing.T) {
 			t.Errorf("Type(%d) = %q, want %q", tc.qtype, got, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		class uint16
+		want  string
+	}{
+		{dns.ClassINET, "IN"},
+		{dns.ClassCHAOS, "CH"},
+		{dns.ClassANY, "ANY"},
+		{42, "CLASS42"},
+	} {
+		if got := Class(tc.class); got != tc.want {
+			t.Errorf("Class(%d) = %q, want %q", tc.class, got, tc.want)
+		}
+	}
 }
 
 var sink string
@@ -41,6 +54,7 @@ func TestNamedCodesAllocateNothing(t *testing.T) {
 	n := testing.AllocsPerRun(100, func() {
 		sink = Rcode(dns.RcodeNameError)
 		sink = Type(dns.TypeAAAA)
+		sink = Class(dns.ClassCHAOS)
 	})
 	if n != 0 {
 		t.Errorf("%v allocations per lookup, want 0", n)
