@@ -18,8 +18,12 @@ type Queries interface {
 }
 
 // queryJSONSize is a generous guess at one query's JSON with a two-attempt
-// trail, to size the response buffer once.
-const queryJSONSize = 400
+// trail, to size the response buffer once for the page's usual ask; a
+// larger one grows as it is written.
+const (
+	queryJSONSize = 400
+	presized      = 256 // queries
+)
 
 // serveQueries answers GET /api/queries?limit=N: the last N answered
 // queries, newest first (all that are kept when limit is absent).
@@ -37,7 +41,7 @@ func (s *Server) serveQueries(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, capacity)
 	}
-	b := make([]byte, 0, 64+limit*queryJSONSize)
+	b := make([]byte, 0, 64+min(limit, presized)*queryJSONSize)
 	b = append(b, `{"capacity":`...)
 	b = strconv.AppendInt(b, int64(capacity), 10)
 	b = append(b, `,"queries":[`...)
