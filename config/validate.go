@@ -51,8 +51,7 @@ func (c *Config) check() Problems {
 	ck.forwardZones(c.ForwardZones)
 	ck.localRecords(c.LocalRecords)
 	ck.cache(c.Cache)
-	// query_log.path takes any string: whether the file opens is start-up's
-	// business, where the error can name the file and the reason.
+	ck.queryLogPath(c.QueryLog.Path)
 	if l := c.Admin.Listen; l != "" {
 		if ap, ok := ck.bindAddr("admin.listen", l); ok && ap.Port() != 0 {
 			if i, clash := listens[ap]; clash {
@@ -161,8 +160,8 @@ func (ck *checker) upstreams(us []Upstream) {
 		switch j, dup := names[u.Name]; {
 		case u.Name == "" && u.Address != "":
 			ck.add(p+".name", "must not be empty (omit the key to name the upstream by its address)")
-		case dup && u.Name == u.Address:
-			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name); the name defaults to the address, so give one of them a name", u.Name, j)
+		case dup && u.Name == wire.RedactAddress(u.Address):
+			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name); the name defaults to the address, its path hidden, so give one of them a name", u.Name, j)
 		case dup:
 			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name)", u.Name, j)
 		default:

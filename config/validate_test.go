@@ -145,7 +145,8 @@ func TestRules(t *testing.T) {
 		{"recent queries too many", "[admin]\nrecent_queries = 100001" + okUpstream, []string{"admin.recent_queries"}},
 		{"log level unknown", "[log]\nlevel = \"verbose\"" + okUpstream, []string{"log.level"}},
 		{"log level upper-case", "[log]\nlevel = \"WARN\"" + okUpstream, nil},
-		{"query log any path", "[query_log]\npath = \"relative/q.log\"" + okUpstream, nil},
+		{"query log in a missing directory", "[query_log]\npath = \"relative/q.log\"" + okUpstream, []string{"query_log.path"}},
+		{"query log on stdout", "[query_log]\npath = \"-\"" + okUpstream, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

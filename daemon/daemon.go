@@ -80,7 +80,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	}()
 
 	d.metrics = newMetrics(cfg, enabledNames(cfg), opts.version)
-	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts); err != nil {
+	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts, d.metrics); err != nil {
 		return nil, err
 	}
 	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog}

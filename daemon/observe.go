@@ -75,8 +75,8 @@ func newMetrics(cfg *config.Config, names []string, version string) *metrics.Met
 }
 
 // newQueryLog starts the query log the configuration asks for, or returns
-// nil when query_log.path is "".
-func newQueryLog(cfg config.QueryLog, log *zap.Logger, opts options) (*querylog.Logger, error) {
+// nil when query_log.path is "". Lines lost to failed writes count in m.
+func newQueryLog(cfg config.QueryLog, log *zap.Logger, opts options, m *metrics.Metrics) (*querylog.Logger, error) {
 	if cfg.Path == "" {
 		return nil, nil
 	}
@@ -84,6 +84,7 @@ func newQueryLog(cfg config.QueryLog, log *zap.Logger, opts options) (*querylog.
 		Encoder: querylog.Encoder{Attempts: cfg.Attempts},
 		Buffer:  opts.queryLogBuffer,
 		Logger:  log,
+		Dropped: m.QueryLogLost,
 	}
 	if opts.queryLog != nil {
 		return querylog.New(opts.queryLog, o), nil

@@ -186,6 +186,12 @@ func (m *Metrics) Panic() { m.panics.Inc() }
 // fell behind.
 func (m *Metrics) QueryLogDropped() { m.queryLogDropped.Inc() }
 
+// QueryLogLost counts query-log lines accepted and then lost because a
+// write failed (querylog.Options.Dropped), in the same series as
+// QueryLogDropped: a line the log does not hold is counted once, whatever
+// lost it.
+func (m *Metrics) QueryLogLost(lines int) { m.queryLogDropped.Add(lines) }
+
 // WritePrometheus writes every nxdnsd series, then the Go runtime and
 // process metrics of the library, in the Prometheus text format (version
 // 0.0.4), every family with its HELP text and TYPE. It first waits for

@@ -181,6 +181,7 @@ func TestQueriesZonesAndEvents(t *testing.T) {
 	m.Panic()
 	m.Panic()
 	m.QueryLogDropped()
+	m.QueryLogLost(3)
 	fs := scrape(t, m)
 	for _, tc := range []struct {
 		name   string
@@ -198,7 +199,7 @@ func TestQueriesZonesAndEvents(t *testing.T) {
 		{"nxdns_forward_zone_queries_total", []string{"zone", "other.", "outcome", "answer"}, 1},
 		{"nxdns_overload_refused_total", nil, 1},
 		{"nxdns_panics_total", nil, 2},
-		{"nxdns_query_log_dropped_total", nil, 1},
+		{"nxdns_query_log_dropped_total", nil, 4},
 	} {
 		if v := value(t, fs, tc.name, tc.labels...); v != tc.want {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, v, tc.want)

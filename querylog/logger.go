@@ -6,9 +6,17 @@
 // every buffer is taken — the disk is slow, full or stalled — the line is
 // dropped and Log reports it, so a query never waits for the disk. The
 // memory the log can hold is bounded by that number of buffers.
+//
+// A line goes to a file whole or not at all. When a write fails part way
+// (a full disk), the lines it wrote whole stay, the line it cut is taken
+// back (the file is truncated to the end of the last whole line), and the
+// lines lost, the cut one included, are reported to Options.Dropped. To a
+// writer that cannot take bytes back (a pipe, stdout) the cut line stays
+// as it is, and the next line starts on a fresh one.
 package querylog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +65,11 @@ type Options struct {
 
 	// Logger receives write and reopen errors, or nil for none.
 	Logger *zap.Logger
+
+	// Dropped, or nil, hears of lines accepted by Log and then lost
+	// because a write failed: how many, on the writer goroutine (the
+	// nxdns_query_log_dropped_total counter, with Log's own drops).
+	Dropped func(lines int)
 }
 
 // Logger is an asynchronous, bounded query-log writer. Log is safe for
@@ -75,11 +88,14 @@ type Logger struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	dropped func(lines int) // or nil
+
 	// Owned by the writer goroutine.
 	out     io.Writer
 	file    *os.File // out when Open made it, else nil
 	batch   []byte
 	failing bool // the last write failed; logged once per streak
+	torn    bool // out ends in part of a line that could not be taken back
 }
 
 // line is one encoded line on its way to the writer.
@@ -132,13 +148,14 @@ func newLogger(w io.Writer, o Options) *Logger {
 		n = DefaultBuffer
 	}
 	l := &Logger{
-		enc:   o.Encoder,
-		log:   o.Logger,
-		free:  make(chan *line, n),
-		queue: make(chan *line, n),
-		ctl:   make(chan control),
-		done:  make(chan struct{}),
-		out:   w,
+		enc:     o.Encoder,
+		log:     o.Logger,
+		dropped: o.Dropped,
+		free:    make(chan *line, n),
+		queue:   make(chan *line, n),
+		ctl:     make(chan control),
+		done:    make(chan struct{}),
+		out:     w,
 	}
 	if l.log == nil {
 		l.log = zap.NewNop()
@@ -274,15 +291,33 @@ func (l *Logger) write(ln *line) {
 	}
 }
 
-// flush writes the batch. A failed write loses the batch: retrying would
-// stall the log behind a disk that may never recover, and the queries'
-// own lines keep coming. The error is logged once per streak of failures.
+// flush writes the batch. A failed write loses the lines it did not write
+// whole (see lose): retrying would stall the log behind a disk that may
+// never recover, and the queries' own lines keep coming. The error is
+// logged once per streak of failures.
 func (l *Logger) flush() {
 	if len(l.batch) == 0 {
 		return
 	}
-	_, err := l.out.Write(l.batch)
-	lost := len(l.batch)
+	var n int
+	var err error
+	if l.torn {
+		// The last write ended inside a line: start a fresh one, so that
+		// the cut line is the only one lost.
+		if _, err = l.out.Write(newline); err == nil {
+			l.torn = false
+		}
+	}
+	if err == nil {
+		n, err = l.out.Write(l.batch)
+		if err == nil && n < len(l.batch) {
+			err = io.ErrShortWrite
+		}
+	}
+	lost := 0
+	if err != nil {
+		lost = l.lose(n)
+	}
 	l.batch = l.batch[:0]
 	if cap(l.batch) > 4*batchSize {
 		l.batch = nil
@@ -291,11 +326,50 @@ func (l *Logger) flush() {
 	case err != nil && !l.failing:
 		l.failing = true
 		l.log.Error("writing the query log; lines are lost until a write succeeds",
-			zap.String("path", l.path), zap.Int("bytes_lost", lost), zap.Error(err))
+			zap.String("path", l.path), zap.Int("lines_lost", lost), zap.Error(err))
 	case err == nil && l.failing:
 		l.failing = false
 		l.log.Info("writing the query log again", zap.String("path", l.path))
 	}
+}
+
+var newline = []byte{'\n'}
+
+// lose accounts for a write of the batch that failed after n bytes: the
+// lines written whole stay; a line cut short is taken back from a file
+// (truncated to the end of the last whole line) or, when that fails or the
+// writer is no file, leaves the log torn, so that the next write starts a
+// fresh line. It reports the lines lost to Options.Dropped and returns
+// their number.
+func (l *Logger) lose(n int) int {
+	n = min(max(n, 0), len(l.batch))
+	whole := bytes.LastIndexByte(l.batch[:n], '\n') + 1 // every line ends in one: JSON escapes the others
+	lost := bytes.Count(l.batch[whole:], newline)
+	if cut := n - whole; cut > 0 && !l.takeBack(cut) {
+		l.torn = true
+	}
+	if lost > 0 && l.dropped != nil {
+		l.dropped(lost)
+	}
+	return lost
+}
+
+// takeBack removes the last cut bytes written to the file, a line cut
+// short, and reports whether it could. Opened for appending, the file's
+// offset is the end of what the failed write wrote.
+func (l *Logger) takeBack(cut int) bool {
+	if l.file == nil {
+		return false
+	}
+	end, err := l.file.Seek(0, io.SeekCurrent)
+	if err != nil || end < int64(cut) {
+		return false
+	}
+	if err := l.file.Truncate(end - int64(cut)); err != nil {
+		l.log.Warn("taking a cut line back from the query log", zap.String("path", l.path), zap.Error(err))
+		return false
+	}
+	return true
 }
 
 func (l *Logger) reopen() error {
@@ -305,7 +379,7 @@ func (l *Logger) reopen() error {
 	}
 	old := l.file
 	l.file, l.out = f, f
-	l.failing = false
+	l.failing = false // torn stays: the path may be the same file
 	if err := old.Close(); err != nil {
 		l.log.Warn("closing the rotated query log", zap.String("path", l.path), zap.Error(err))
 	}
