@@ -75,6 +75,10 @@ type Config struct {
 
 	// Version is nxdnsd's version, which the status page shows.
 	Version string
+
+	// Allow reports whether a client may use the admin API
+	// (server.allow); the others are answered 403. Nil allows everyone.
+	Allow func(netip.Addr) bool
 }
 
 // Server is the admin HTTP server. Start it once and Shutdown it once.
@@ -126,7 +130,17 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", serveStatusPage)
 	mux.HandleFunc("GET /api/queries", s.serveQueries)
 	mux.HandleFunc("GET /api/stats", s.serveStats)
-	return mux
+	if s.cfg.Allow == nil {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || !s.cfg.Allow(ap.Addr().Unmap()) {
+			http.Error(w, "403 forbidden: this address is not in server.allow", http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // Start binds cfg.Listen and serves in the background.

@@ -158,6 +158,9 @@ func TestClientsOutsideAllowAreRefused(t *testing.T) {
 	if n := up.UDPQueries() + up.TCPQueries(); n != 0 {
 		t.Errorf("the upstream saw %d queries of an outsider", n)
 	}
+	if v := metricValue(t, scrapeDaemon(t, s.d), "nxdns_acl_refused_total"); v != 2 {
+		t.Errorf("nxdns_acl_refused_total = %v, want 2", v)
+	}
 	inside := startDaemon(t, upstreamTOML(up.Addr)+"[server]\nlisten = [\"127.0.0.1:0\"]\nallow = [\"127.0.0.0/8\"]\n")
 	if r := ask(t, "udp", inside.udp, ednsQuery("example.com.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
 		t.Errorf("from inside: %s", dns.RcodeToString[r.Rcode])

@@ -58,6 +58,9 @@ func (o *observer) QueryDone(e *query.Entry) {
 	if e.CacheResult != "" {
 		o.metrics.CacheLookup(e.CacheResult)
 	}
+	if e.Source == query.SourceRefused {
+		o.metrics.ACLRefused()
+	}
 	o.recent.add(e)
 	if o.qlog != nil && !o.qlog.Log(e) {
 		o.metrics.QueryLogDropped()
@@ -107,6 +110,7 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Queries:  d.hooks.recent,
 		Counters: d.metrics,
 		Version:  d.opts.version,
+		Allow:    func(a netip.Addr) bool { return d.front.current().handler.Allows(a) },
 	})
 }
 

@@ -74,6 +74,7 @@ type Metrics struct {
 	zones atomic.Pointer[zoneSet] // never nil; replaced whole by UseZones
 
 	overloadRefused *vm.Counter
+	aclRefused      *vm.Counter
 	panics          *vm.Counter
 	queryLogDropped *vm.Counter
 	reloads         [len(reloadResults)]*vm.Counter
@@ -102,6 +103,7 @@ func New(cfg Config) *Metrics {
 		set:             s,
 		queryDuration:   s.NewPrometheusHistogramExt("nxdns_query_duration_seconds", durationBuckets),
 		overloadRefused: s.NewCounter("nxdns_overload_refused_total"),
+		aclRefused:      s.NewCounter("nxdns_acl_refused_total"),
 		panics:          s.NewCounter("nxdns_panics_total"),
 		queryLogDropped: s.NewCounter("nxdns_query_log_dropped_total"),
 		cache:           newCacheCounters(s),
@@ -173,6 +175,10 @@ func (m *Metrics) ForwardZone(zone, outcome string) {
 	}
 	m.set.GetOrCreateCounter(zoneSeries(zone, outcome)).Inc() // not configured: allocates the name
 }
+
+// ACLRefused counts one query answered REFUSED because its client is
+// outside server.allow.
+func (m *Metrics) ACLRefused() { m.aclRefused.Inc() }
 
 // OverloadRefused counts one query answered REFUSED because
 // server.max_concurrent_queries were being served (wire.Server.OnOverload).

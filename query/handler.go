@@ -246,7 +246,7 @@ func (h *Handler) finish(s *scratch, m *dns.Msg, out []byte, rcode int) []byte {
 // it notes r's zone and cache state for slow and reports done false.
 func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
 	r, e := &s.req, &s.entry
-	if !h.allows(e.Client.Addr()) {
+	if !h.Allows(e.Client.Addr()) {
 		e.Source = SourceRefused
 		return withEDE(r.reply(dns.RcodeRefused), edeProhibited, ""), nil, 0, true
 	}
@@ -272,8 +272,8 @@ func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode i
 	return h.fromCacheQuick(s, buf)
 }
 
-// allows reports whether a is one of the clients served.
-func (h *Handler) allows(a netip.Addr) bool {
+// Allows reports whether a is one of the clients served (HandlerConfig.Allow).
+func (h *Handler) Allows(a netip.Addr) bool {
 	if h.open {
 		return true
 	}

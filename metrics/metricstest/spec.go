@@ -32,6 +32,7 @@ var Spec = []SpecFamily{
 	{Name: "nxdns_forward_zone_queries_total", Type: "counter", Labels: []string{"outcome", "zone"}},
 	{Name: "nxdns_query_log_dropped_total", Type: "counter"},
 	{Name: "nxdns_overload_refused_total", Type: "counter"},
+	{Name: "nxdns_acl_refused_total", Type: "counter"},
 	{Name: "nxdns_panics_total", Type: "counter"},
 	{Name: "nxdns_cache_lookups_total", Type: "counter", Labels: []string{"result"}},
 	{Name: "nxdns_cache_entries", Type: "gauge"},
