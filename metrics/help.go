@@ -26,7 +26,7 @@ var help = map[string]string{
 	"nxdns_upstream_budget_exhausted_total":   "Client queries whose whole budget (upstream.total_timeout_ms) ran out before an answer: answered SERVFAIL.",
 	"nxdns_forward_zone_queries_total":        "Exchanges with each forward zone's resolver, by outcome: answer, timeout or error.",
 	"nxdns_query_log_dropped_total":           "Query-log lines dropped because the writer fell behind the queries (a slow disk), or lost because a write failed (a full disk).",
-	"nxdns_overload_refused_total":            "Client queries answered REFUSED because server.max_concurrent_queries were being served.",
+	"nxdns_overload_refused_total":            "Client queries answered REFUSED because server.max_concurrent_queries were being served, or the client's share of them.",
 	"nxdns_panics_total":                      "Panics recovered while serving a query (each answered SERVFAIL and logged with its stack): a bug, please report it.",
 	"nxdns_acl_refused_total":                 "Client queries refused because the client is outside server.allow.",
 	"nxdns_cache_lookups_total":               "Answer-cache lookups by result: hit (a fresh answer), miss, stale (an expired answer within its stale window), cached_failure (a remembered failure).",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -110,12 +111,31 @@ type Server struct {
 	// is accepted. Default DefaultMaxTCPConnections.
 	MaxTCPConnections int
 
+	// MaxClientTCPConnections bounds the TCP connections of one client
+	// address open at once; a connection past it is closed as soon as it
+	// is accepted, so that one address cannot hold every connection.
+	// Default ClientShare(MaxTCPConnections).
+	MaxClientTCPConnections int
+
+	// MaxQueriesPerConnection bounds the queries of one TCP connection
+	// being served at once. At the bound the connection's read loop reads
+	// no further query until one is answered: a client pipelining more
+	// waits, it is not refused. Default DefaultMaxQueriesPerConnection.
+	MaxQueriesPerConnection int
+
 	// MaxConcurrentQueries bounds the queries being served at once, UDP and
 	// TCP together, from admission until the answer is written. A query
 	// past it is answered REFUSED without calling Handler, so a flood
 	// never grows the number of goroutines. Default
 	// DefaultMaxConcurrentQueries.
 	MaxConcurrentQueries int
+
+	// MaxClientQueries bounds the queries of one client address being
+	// served at once, UDP and TCP together, counted as clientCounts
+	// says. A query past it is answered REFUSED, as one past
+	// MaxConcurrentQueries is, and reported to OnOverload. Default
+	// ClientShare(MaxConcurrentQueries).
+	MaxClientQueries int
 
 	// UDPSockets is how many UDP sockets each address gets, bound with
 	// SO_REUSEPORT, each with a reader of its own: with a FastHandler the
@@ -127,8 +147,8 @@ type Server struct {
 	Logger *zap.Logger
 
 	// OnOverload, or nil, is called once for each query answered REFUSED
-	// because MaxConcurrentQueries was reached, before the answer is sent
-	// (the nxdns_overload_refused_total counter).
+	// because MaxConcurrentQueries or MaxClientQueries was reached, before
+	// the answer is sent (the nxdns_overload_refused_total counter).
 	OnOverload func()
 
 	// OnPanic, or nil, is called once for each panic recovered from
@@ -137,17 +157,21 @@ type Server struct {
 	OnPanic func()
 
 	// Set by Start and read-only afterwards.
-	log        *zap.Logger
-	idle       time.Duration
-	maxTCP     int
-	maxQueries int64 // MaxConcurrentQueries or its default
-	base       context.Context
-	cancel     context.CancelFunc
-	done       chan struct{}  // closed when Shutdown begins; wakes backoff waits and idle workers
-	udpWork    chan udpJob    // unbuffered: a send succeeds only when a UDP worker is idle; closed once its senders end
-	udp        []*net.UDPConn // every UDP socket, UDPSockets per address
-	udpAddrs   []net.Addr     // one per address, in the order of Listen
-	listeners  []*net.TCPListener
+	log              *zap.Logger
+	idle             time.Duration
+	maxTCP           int
+	maxClientTCP     int
+	maxConnQueries   int
+	maxQueries       int64 // MaxConcurrentQueries or its default
+	maxClientQueries int32 // MaxClientQueries or its default
+	clients          *clientCounts
+	base             context.Context
+	cancel           context.CancelFunc
+	done             chan struct{}  // closed when Shutdown begins; wakes backoff waits and idle workers
+	udpWork          chan udpJob    // unbuffered: a send succeeds only when a UDP worker is idle; closed once its senders end
+	udp              []*net.UDPConn // every UDP socket, UDPSockets per address
+	udpAddrs         []net.Addr     // one per address, in the order of Listen
+	listeners        []*net.TCPListener
 
 	// closing is raised by Shutdown before it pushes read deadlines into
 	// the past; a loop that sets its own deadline checks it afterwards, so
@@ -162,6 +186,10 @@ type Server struct {
 	reapEvery time.Duration
 	reaped    func()
 
+	// accepted (nil: none) hears of each TCP connection startConn took
+	// (true) or closed at once (false), so that tests can follow a flood.
+	accepted func(client netip.Addr, taken bool)
+
 	inflight atomic.Int64 // admitted queries not yet released
 	peak     atomic.Int64 // the most in flight at once since the UDP worker reaper last looked
 	workers  atomic.Int64 // UDP workers alive
@@ -171,10 +199,11 @@ type Server struct {
 
 	closeUDP sync.Once // the last step of Shutdown, whichever call gets there
 
-	mu      sync.Mutex // guards following
-	started bool
-	stopped bool
-	conns   map[*clientConn]struct{} // open client TCP connections
+	mu         sync.Mutex // guards following
+	started    bool
+	stopped    bool
+	conns      map[*clientConn]struct{} // open client TCP connections
+	connsPerIP map[netip.Addr]int       // how many of them each client address has; no zero entries
 }
 
 // Start binds every address on UDP and TCP and starts serving. It binds
@@ -206,10 +235,15 @@ func (s *Server) Start() error {
 	s.idle = positiveOr(s.TCPIdleTimeout, DefaultTCPIdleTimeout)
 	s.maxTCP = positiveOr(s.MaxTCPConnections, DefaultMaxTCPConnections)
 	s.maxQueries = int64(positiveOr(s.MaxConcurrentQueries, DefaultMaxConcurrentQueries))
+	s.maxClientTCP = min(positiveOr(s.MaxClientTCPConnections, ClientShare(s.maxTCP)), s.maxTCP)
+	s.maxConnQueries = positiveOr(s.MaxQueriesPerConnection, DefaultMaxQueriesPerConnection)
+	s.maxClientQueries = int32(min(positiveOr(s.MaxClientQueries, ClientShare(int(s.maxQueries))), int(s.maxQueries), math.MaxInt32))
+	s.clients = newClientCounts()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
 	s.udpWork = make(chan udpJob)
 	s.conns = make(map[*clientConn]struct{})
+	s.connsPerIP = make(map[netip.Addr]int)
 
 	// One reader per socket: it only reads, admits and hands the datagram
 	// to a worker, which one goroutine does far faster than queries are
@@ -312,23 +346,35 @@ func (s *Server) Addrs() (udp []net.Addr, tcp []net.Addr) {
 	return udp, tcp
 }
 
-// admit takes a query permit without waiting. It reports false when
-// MaxConcurrentQueries are being served; the caller then answers REFUSED
-// itself instead of starting a goroutine.
-func (s *Server) admit() bool {
+// admit takes a query permit for a query of client without waiting, and
+// returns the client's count, which release needs back. It reports false
+// when MaxConcurrentQueries are being served, or MaxClientQueries of the
+// client's; the caller then answers REFUSED itself instead of starting a
+// goroutine.
+func (s *Server) admit(client netip.Addr) (*atomic.Int32, bool) {
+	c := s.clients.count(client)
+	if c.Add(1) > s.maxClientQueries {
+		c.Add(-1)
+		return nil, false
+	}
 	n := s.inflight.Add(1)
 	if n > s.maxQueries {
 		s.inflight.Add(-1)
-		return false
+		c.Add(-1)
+		return nil, false
 	}
 	if n > s.peak.Load() {
 		s.peak.Store(n) // a lost race only lowers the reaper's estimate for one period
 	}
-	return true
+	return c, true
 }
 
-// release returns the permit taken by a successful admit.
-func (s *Server) release() { s.inflight.Add(-1) }
+// release returns the permit taken by a successful admit, c the count it
+// returned.
+func (s *Server) release(c *atomic.Int32) {
+	c.Add(-1)
+	s.inflight.Add(-1)
+}
 
 // refuse builds the answer to a query past the concurrency limit from its
 // header and question alone, and counts it; nil means send nothing (raw is

@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"net"
+	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -47,5 +49,37 @@ func BenchmarkServerUDP(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) { roundTrips(b, pb.Next) })
+	})
+}
+
+// BenchmarkAdmit is what admission costs a query that needs a worker:
+// taking a server permit and one of its client's, and giving both back,
+// from one goroutine and from every core at once (clients of several
+// addresses).
+func BenchmarkAdmit(b *testing.B) {
+	s := &Server{Handler: HandlerFunc(echo)}
+	_, _ = startServer(b, s)
+	client := netip.MustParseAddr("192.0.2.7")
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			c, ok := s.admit(client)
+			if !ok {
+				b.Fatal("refused")
+			}
+			s.release(c)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var next atomic.Uint32
+		b.RunParallel(func(pb *testing.PB) {
+			client := netip.AddrFrom4([4]byte{192, 0, 2, byte(next.Add(1))})
+			for pb.Next() {
+				c, ok := s.admit(client)
+				if !ok {
+					b.Fatal("refused")
+				}
+				s.release(c)
+			}
+		})
 	})
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 )
 
 // clientQueryBufLen is the capacity of a pooled query buffer: it holds any
@@ -18,9 +19,10 @@ const clientAnswerBufLen = smallBufLen + 64
 // clientQuery is an admitted query's Request with the memory behind Raw, pooled
 // so that a busy server does not allocate both for every query.
 type clientQuery struct {
-	req Request
-	buf []byte
-	out []byte // for Request.Answer; allocated on first use
+	req   Request
+	buf   []byte
+	out   []byte        // for Request.Answer; allocated on first use
+	count *atomic.Int32 // the client's count of queries in flight, from admit
 }
 
 var clientQueries = sync.Pool{
@@ -43,6 +45,6 @@ func putClientQuery(q *clientQuery) {
 	if cap(q.buf) > clientQueryBufLen {
 		return
 	}
-	q.req = Request{}
+	q.req, q.count = Request{}, nil
 	clientQueries.Put(q)
 }

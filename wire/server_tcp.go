@@ -50,24 +50,34 @@ func (s *Server) acceptTCP(l *net.TCPListener) {
 }
 
 // startConn registers c and starts serving it, or closes it at once when
-// MaxTCPConnections are open or Shutdown has begun.
+// MaxTCPConnections are open, MaxClientTCPConnections of its client's, or
+// Shutdown has begun.
 func (s *Server) startConn(c *net.TCPConn) {
 	ap := c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	tc := &clientConn{
 		s:      s,
 		conn:   c,
 		client: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()),
+		slots:  make(connSlots, s.maxConnQueries),
 	}
+	ip := tc.client.Addr()
 	// Registration and Shutdown's snapshot are both under mu, so a
 	// connection is either seen by Shutdown or sees closing here.
 	s.mu.Lock()
-	if s.closing.Load() || len(s.conns) >= s.maxTCP {
+	if s.closing.Load() || len(s.conns) >= s.maxTCP || s.connsPerIP[ip] >= s.maxClientTCP {
 		s.mu.Unlock()
 		c.Close()
+		if s.accepted != nil {
+			s.accepted(ip, false)
+		}
 		return
 	}
 	s.conns[tc] = struct{}{}
+	s.connsPerIP[ip]++
 	s.mu.Unlock()
+	if s.accepted != nil {
+		s.accepted(ip, true)
+	}
 	s.wg.Go(tc.serve)
 }
 
@@ -81,6 +91,7 @@ type clientConn struct {
 	client netip.AddrPort
 
 	inflight sync.WaitGroup // queries of this connection being served
+	slots    connSlots      // a token per query being served, MaxQueriesPerConnection at most
 
 	wmu    sync.Mutex // guards following; serialises answers, each must go out whole
 	wbuf   []byte     // length prefix and answer, written in one call
@@ -90,65 +101,93 @@ type clientConn struct {
 // serve is the connection's read loop. When reading stops — client gone or
 // idle, a zero-length message, Shutdown — it waits for the queries already
 // read, so their answers still go out, then closes the connection.
+//
+// Each query holds one of the connection's slots from before it is read
+// until it is answered (or refused): with every slot taken the loop waits
+// for one instead of reading, and the client's further queries wait in
+// its socket.
 func (c *clientConn) serve() {
 	s := c.s
 	var prefix [2]byte
-	for {
-		// The deadline covers a whole message, prefix included: a client
-		// trickling bytes or announcing a length it never sends is cut
-		// off after the idle timeout, however it paces its bytes.
-		if err := c.conn.SetReadDeadline(time.Now().Add(s.idle)); err != nil {
+	for c.slots.take(s.done) {
+		if !c.readOne(prefix[:]) {
+			c.slots.give()
 			break
 		}
-		// Shutdown raises closing and then sets a deadline in the past.
-		// Had it done so just before our SetReadDeadline, we would have
-		// overwritten its deadline; reading the flag after setting ours
-		// means we either see the flag or Shutdown's deadline comes last.
-		if s.closing.Load() {
-			break
-		}
-		if _, err := io.ReadFull(c.conn, prefix[:]); err != nil {
-			break
-		}
-		n := int(binary.BigEndian.Uint16(prefix[:]))
-		if n == 0 {
-			break // RFC 7766 has no use for it; treat it as a goodbye
-		}
-		// A length past the pooled size costs its allocation before the
-		// bytes arrive; MaxTCPConnections bounds what liars can make us
-		// hold (64 KiB each).
-		q := getClientQuery(n, "tcp", c.client)
-		if _, err := io.ReadFull(c.conn, q.buf[:n]); err != nil {
-			putClientQuery(q)
-			break
-		}
-		if n < HeaderLen {
-			putClientQuery(q) // nothing to answer to, but the framing is intact
-			continue
-		}
-		if !s.admit() {
-			refused := s.refuse(q.req.Raw)
-			putClientQuery(q)
-			if refused != nil {
-				c.write(refused)
-			}
-			continue
-		}
-		c.inflight.Add(1)
-		s.wg.Go(func() { c.serveQuery(q) })
 	}
 	c.inflight.Wait()
 	c.conn.Close()
+	ip := c.client.Addr()
 	s.mu.Lock()
 	delete(s.conns, c)
+	if s.connsPerIP[ip]--; s.connsPerIP[ip] <= 0 {
+		delete(s.connsPerIP, ip)
+	}
 	s.mu.Unlock()
 }
 
-// serveQuery answers one admitted query; the permit is held until the
-// answer is written, so a client that reads slowly still counts as load.
+// readOne reads one query and has it served, holding a slot of the
+// connection's, which it hands on to the query or gives back. It reports
+// false when reading is to stop; the slot is then the caller's to give
+// back.
+func (c *clientConn) readOne(prefix []byte) bool {
+	s := c.s
+	// The deadline covers a whole message, prefix included: a client
+	// trickling bytes or announcing a length it never sends is cut
+	// off after the idle timeout, however it paces its bytes.
+	if err := c.conn.SetReadDeadline(time.Now().Add(s.idle)); err != nil {
+		return false
+	}
+	// Shutdown raises closing and then sets a deadline in the past.
+	// Had it done so just before our SetReadDeadline, we would have
+	// overwritten its deadline; reading the flag after setting ours
+	// means we either see the flag or Shutdown's deadline comes last.
+	if s.closing.Load() {
+		return false
+	}
+	if _, err := io.ReadFull(c.conn, prefix); err != nil {
+		return false
+	}
+	n := int(binary.BigEndian.Uint16(prefix))
+	if n == 0 {
+		return false // RFC 7766 has no use for it; treat it as a goodbye
+	}
+	// A length past the pooled size costs its allocation before the
+	// bytes arrive; MaxTCPConnections bounds what liars can make us
+	// hold (64 KiB each).
+	q := getClientQuery(n, "tcp", c.client)
+	if _, err := io.ReadFull(c.conn, q.buf[:n]); err != nil {
+		putClientQuery(q)
+		return false
+	}
+	if n < HeaderLen {
+		putClientQuery(q) // nothing to answer to, but the framing is intact
+		c.slots.give()
+		return true
+	}
+	count, ok := s.admit(c.client.Addr())
+	if !ok {
+		refused := s.refuse(q.req.Raw)
+		putClientQuery(q)
+		if refused != nil {
+			c.write(refused)
+		}
+		c.slots.give()
+		return true
+	}
+	q.count = count
+	c.inflight.Add(1)
+	s.wg.Go(func() { c.serveQuery(q) })
+	return true
+}
+
+// serveQuery answers one admitted query; the permit and the connection's
+// slot are held until the answer is written, so a client that reads slowly
+// still counts as load.
 func (c *clientConn) serveQuery(q *clientQuery) {
 	defer c.inflight.Done()
-	defer c.s.release()
+	defer c.slots.give()
+	defer c.s.release(q.count) // evaluated now: putClientQuery clears it
 	defer putClientQuery(q)
 	if answer := c.s.handle(&q.req); answer != nil {
 		c.write(answer)

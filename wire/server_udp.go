@@ -71,7 +71,8 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 			}
 			state = req.State
 		}
-		if !s.admit() {
+		count, ok := s.admit(client.Addr())
+		if !ok {
 			if refused := s.refuse(buf[:n]); refused != nil {
 				s.writeUDP(pc, refused, from, local, ifindex)
 			}
@@ -79,7 +80,7 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 		}
 		q := getClientQuery(n, "udp", client)
 		copy(q.buf, buf[:n])
-		q.req.State = state
+		q.req.State, q.count = state, count
 		if q.out == nil {
 			q.out = make([]byte, 0, clientAnswerBufLen)
 		}
@@ -164,7 +165,7 @@ func (s *Server) reapUDPWorkers() {
 
 // serveUDP answers one admitted query and returns its permit.
 func (s *Server) serveUDP(job udpJob) {
-	defer s.release()
+	defer s.release(job.q.count) // evaluated now: putClientQuery clears it
 	defer putClientQuery(job.q)
 	if answer := s.handle(&job.q.req); answer != nil {
 		s.writeUDP(job.pc, answer, job.to, job.local, job.ifindex)
