@@ -236,13 +236,48 @@ type front struct {
 	cur atomic.Pointer[generation] // never nil once the daemon is built
 }
 
-var _ wire.Handler = (*front)(nil)
+var _ wire.FastHandler = (*front)(nil)
 
-// ServeDNS implements wire.Handler.
+// ServeDNS implements wire.Handler. A query the fast path handed on goes
+// on in the generation that began it, held since then.
 func (f *front) ServeDNS(ctx context.Context, req *wire.Request) []byte {
-	g := f.acquire()
+	g, ok := query.Held(req.State).(*generation)
+	if !ok {
+		g = f.acquire()
+	}
 	defer g.release()
 	return g.handler.ServeDNS(ctx, req)
+}
+
+// ServeFast implements wire.FastHandler: the current generation answers
+// what needs no resolver on the listener's goroutine. A query it hands on
+// keeps the generation held, attached to the query, until ServeDNS has
+// served it (the listener hands every such query to a worker).
+func (f *front) ServeFast(req *wire.Request) (answer []byte, handled bool) {
+	g := f.acquire()
+	defer func() {
+		if r := recover(); r != nil {
+			g.release()
+			panic(r) // the listener contains it
+		}
+	}()
+	if answer, handled = g.handler.ServeFast(req); handled {
+		g.release()
+		return answer, true
+	}
+	query.Attach(req.State, g)
+	return nil, false
+}
+
+// Abandon implements wire.FastHandler: a query ServeFast handed on will not
+// be served; its generation is released.
+func (f *front) Abandon(req *wire.Request) {
+	g, ok := query.Held(req.State).(*generation)
+	if !ok {
+		return
+	}
+	g.handler.Abandon(req)
+	g.release()
 }
 
 // acquire returns the current generation, held. A reload may publish a new

@@ -121,6 +121,10 @@ type scratch struct {
 	zone  *Zone
 	hit   cache.Hit
 	state cache.State
+
+	// held is what the caller of ServeFast attached to the query it
+	// handed on (see Attach): it travels with the query to ServeDNS.
+	held any
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -194,6 +198,34 @@ func (h *Handler) ServeFast(req *wire.Request) (answer []byte, handled bool) {
 	}
 	defer putScratch(s)
 	return h.finish(s, m, out, rcode), true
+}
+
+// Attach attaches v to a query that ServeFast handed on in state (its
+// Request.State), for the caller to find again with Held when ServeDNS is
+// called with that state: a server that runs handlers of several
+// configurations keeps the one that began the query held until it ends.
+func Attach(state, v any) {
+	if s, ok := state.(*scratch); ok {
+		s.held = v
+	}
+}
+
+// Abandon gives back what ServeFast kept for a query it handed on that
+// will not be served after all (the listener refused it: overload): the
+// state's memory. What was attached to it is the caller's to release.
+func (h *Handler) Abandon(req *wire.Request) {
+	if s, ok := req.State.(*scratch); ok {
+		putScratch(s)
+	}
+	req.State = nil
+}
+
+// Held returns what Attach attached to the query in state, or nil.
+func Held(state any) any {
+	if s, ok := state.(*scratch); ok {
+		return s.held
+	}
+	return nil
 }
 
 // prepare parses req into s and starts its entry; false means the query

@@ -72,9 +72,14 @@ type Handler interface {
 // answer that needs no resolver costs no goroutine handoff. ServeFast must
 // never block; a handled query with a nil answer is dropped. req.Raw and
 // req.Answer are the listener's own buffers, valid during the call.
+//
+// A query ServeFast did not handle goes to ServeDNS with req.State, or, if
+// the server refuses it after all (overload), to Abandon, so that whatever
+// ServeFast kept for it is given back.
 type FastHandler interface {
 	Handler
 	ServeFast(req *Request) (answer []byte, handled bool)
+	Abandon(req *Request)
 }
 
 // HandlerFunc adapts a function to Handler.

@@ -15,6 +15,14 @@ import (
 type fastEcho struct {
 	fast, slow   atomic.Int32
 	stateCarried atomic.Int32
+	abandoned    atomic.Int32
+	hold         chan struct{} // or nil: ServeDNS of "hold." names waits on it
+}
+
+func (h *fastEcho) Abandon(req *Request) {
+	if _, ok := req.State.(*fastState); ok {
+		h.abandoned.Add(1)
+	}
 }
 
 type fastState struct{ name string }
@@ -39,6 +47,12 @@ func (h *fastEcho) ServeFast(req *Request) ([]byte, bool) {
 func (h *fastEcho) ServeDNS(ctx context.Context, req *Request) []byte {
 	h.slow.Add(1)
 	var q dns.Msg
+	if err := q.Unpack(req.Raw); err == nil && h.hold != nil && strings.HasPrefix(q.Question[0].Name, "hold.") {
+		select {
+		case <-h.hold:
+		case <-ctx.Done():
+		}
+	}
 	if err := q.Unpack(req.Raw); err == nil {
 		if st, ok := req.State.(*fastState); ok && st.name == q.Question[0].Name {
 			h.stateCarried.Add(1)
@@ -109,5 +123,38 @@ func TestServerUDPSockets(t *testing.T) {
 		if _, _, err := c.Exchange(queryFor("x.example."), udp); err != nil {
 			t.Fatalf("query %d: %v", i, err)
 		}
+	}
+}
+
+// A query the fast path handed on but the server then refuses (overload)
+// is abandoned: the handler gets back what ServeFast kept for it.
+func TestServerFastPathAbandonsRefused(t *testing.T) {
+	t.Parallel()
+	h := &fastEcho{hold: make(chan struct{})}
+	udp, _ := startServer(t, &Server{Handler: h, MaxConcurrentQueries: 1})
+	t.Cleanup(func() { close(h.hold) })
+	c := &dns.Client{Net: "udp", Timeout: ioTimeout}
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := c.Exchange(queryFor("hold.example."), udp)
+		held <- err
+	}()
+	// The second query finds the one permit taken: REFUSED. Ask until the
+	// first holds it (each refused query was abandoned, each answered one
+	// was not).
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("the first query never held the permit")
+		}
+		r, _, err := c.Exchange(queryFor("second.example."), udp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Rcode == dns.RcodeRefused {
+			break
+		}
+	}
+	if h.abandoned.Load() < 1 {
+		t.Errorf("a refused query handed on by the fast path was not abandoned")
 	}
 }

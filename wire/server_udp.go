@@ -73,6 +73,9 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 		}
 		count, ok := s.admit(client.Addr())
 		if !ok {
+			if state != nil {
+				fast.Abandon(req)
+			}
 			if refused := s.refuse(buf[:n]); refused != nil {
 				s.writeUDP(pc, refused, from, local, ifindex)
 			}
