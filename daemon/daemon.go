@@ -26,6 +26,7 @@ import (
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
 	"github.com/nxdnsd/nxdnsd/querylog"
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Daemon is one running nxdnsd.
@@ -39,6 +40,11 @@ type Daemon struct {
 	// (the pool, the forward-zone clients, the query handler), which a
 	// reload replaces.
 	front front
+
+	// admission bounds the queries and client TCP connections of every
+	// listener together (server.max_concurrent_queries,
+	// max_tcp_connections): one wire.Server per listen address shares it.
+	admission *wire.Admission
 
 	metrics *metrics.Metrics // always non-nil
 	qlog    *querylog.Logger // or nil: query_log.path is ""
@@ -72,7 +78,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d := &Daemon{cfg: cfg, log: log, opts: opts}
+	d := &Daemon{cfg: cfg, log: log, opts: opts, admission: wire.NewAdmission()}
 	defer func() {
 		if err != nil {
 			d.abandon()

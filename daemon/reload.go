@@ -230,6 +230,7 @@ func (d *Daemon) newListener(addr string) *listener {
 		Logger:               d.log,
 		OnOverload:           d.metrics.OverloadRefused,
 		OnPanic:              d.metrics.Panic,
+		Admission:            d.admission,
 	}}
 }
 

@@ -161,15 +161,20 @@ type Server struct {
 	// counter).
 	OnPanic func()
 
+	// Admission, or nil, is admission state shared with other Servers
+	// (see Admission): their limits then hold for all of them together.
+	// Nil: the Server's own.
+	Admission *Admission
+
 	// Set by Start and read-only afterwards.
 	log              *zap.Logger
 	idle             time.Duration
 	maxTCP           int
 	maxClientTCP     int
 	maxConnQueries   int
-	maxQueries       int64 // MaxConcurrentQueries or its default
-	maxClientQueries int32 // MaxClientQueries or its default
-	clients          *clientCounts
+	maxQueries       int64      // MaxConcurrentQueries or its default
+	maxClientQueries int32      // MaxClientQueries or its default
+	adm              *Admission // Admission, or the Server's own
 	base             context.Context
 	cancel           context.CancelFunc
 	done             chan struct{}  // closed when Shutdown begins; wakes backoff waits and idle workers
@@ -195,20 +200,18 @@ type Server struct {
 	// (true) or closed at once (false), so that tests can follow a flood.
 	accepted func(client netip.Addr, taken bool)
 
-	inflight atomic.Int64 // admitted queries not yet released
-	peak     atomic.Int64 // the most in flight at once since the UDP worker reaper last looked
-	workers  atomic.Int64 // UDP workers alive
+	peak    atomic.Int64 // the most in flight at once since the UDP worker reaper last looked
+	workers atomic.Int64 // UDP workers alive
 
 	wg         sync.WaitGroup // every goroutine the server started
 	udpSenders sync.WaitGroup // the goroutines that send on udpWork: the UDP readers and the reaper
 
 	closeUDP sync.Once // the last step of Shutdown, whichever call gets there
 
-	mu         sync.Mutex // guards following
-	started    bool
-	stopped    bool
-	conns      map[*clientConn]struct{} // open client TCP connections
-	connsPerIP map[netip.Addr]int       // how many of them each client address has; no zero entries
+	mu      sync.Mutex // guards following
+	started bool
+	stopped bool
+	conns   map[*clientConn]struct{} // open client TCP connections of this Server
 }
 
 // Start binds every address on UDP and TCP and starts serving. It binds
@@ -243,12 +246,14 @@ func (s *Server) Start() error {
 	s.maxClientTCP = min(positiveOr(s.MaxClientTCPConnections, ClientShare(s.maxTCP)), s.maxTCP)
 	s.maxConnQueries = positiveOr(s.MaxQueriesPerConnection, DefaultMaxQueriesPerConnection)
 	s.maxClientQueries = int32(min(positiveOr(s.MaxClientQueries, ClientShare(int(s.maxQueries))), int(s.maxQueries), math.MaxInt32))
-	s.clients = newClientCounts()
+	s.adm = s.Admission
+	if s.adm == nil {
+		s.adm = NewAdmission()
+	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
 	s.udpWork = make(chan udpJob)
 	s.conns = make(map[*clientConn]struct{})
-	s.connsPerIP = make(map[netip.Addr]int)
 
 	// One reader per socket: it only reads, admits and hands the datagram
 	// to a worker, which one goroutine does far faster than queries are
@@ -357,14 +362,14 @@ func (s *Server) Addrs() (udp []net.Addr, tcp []net.Addr) {
 // client's; the caller then answers REFUSED itself instead of starting a
 // goroutine.
 func (s *Server) admit(client netip.Addr) (*atomic.Int32, bool) {
-	c := s.clients.count(client)
+	c := s.adm.clients.count(client)
 	if c.Add(1) > s.maxClientQueries {
 		c.Add(-1)
 		return nil, false
 	}
-	n := s.inflight.Add(1)
+	n := s.adm.inflight.Add(1)
 	if n > s.maxQueries {
-		s.inflight.Add(-1)
+		s.adm.inflight.Add(-1)
 		c.Add(-1)
 		return nil, false
 	}
@@ -378,7 +383,7 @@ func (s *Server) admit(client netip.Addr) (*atomic.Int32, bool) {
 // returned.
 func (s *Server) release(c *atomic.Int32) {
 	c.Add(-1)
-	s.inflight.Add(-1)
+	s.adm.inflight.Add(-1)
 }
 
 // refuse builds the answer to a query past the concurrency limit from its

@@ -3,6 +3,7 @@ package wire
 import (
 	"hash/maphash"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 )
 
@@ -90,3 +91,48 @@ func (c connSlots) take(done <-chan struct{}) bool {
 
 // give returns a slot taken by take.
 func (c connSlots) give() { <-c }
+
+// Admission is the admission state that bounds the queries and the client
+// TCP connections of one or several Servers together: the queries being
+// served (MaxConcurrentQueries), their count per client address
+// (MaxClientQueries), and the TCP connections open, in all and per client
+// address (MaxTCPConnections, MaxClientTCPConnections). A daemon that
+// serves its listen addresses with a Server each gives them one Admission,
+// so that its limits hold for the daemon, not for each address. A Server
+// without one makes its own.
+type Admission struct {
+	inflight atomic.Int64 // admitted queries not yet released
+	clients  *clientCounts
+
+	mu         sync.Mutex         // guards following
+	conns      int                // client TCP connections open
+	connsPerIP map[netip.Addr]int // how many of them each client address has; no zero entries
+}
+
+// NewAdmission returns admission state for Servers to share.
+func NewAdmission() *Admission {
+	return &Admission{clients: newClientCounts(), connsPerIP: make(map[netip.Addr]int)}
+}
+
+// takeConn counts a client TCP connection of ip unless max are open, or
+// maxPerIP of ip's, and reports whether it did.
+func (a *Admission) takeConn(ip netip.Addr, max, maxPerIP int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conns >= max || a.connsPerIP[ip] >= maxPerIP {
+		return false
+	}
+	a.conns++
+	a.connsPerIP[ip]++
+	return true
+}
+
+// giveConn uncounts a connection takeConn counted.
+func (a *Admission) giveConn(ip netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conns--
+	if a.connsPerIP[ip]--; a.connsPerIP[ip] <= 0 {
+		delete(a.connsPerIP, ip)
+	}
+}

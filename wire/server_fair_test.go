@@ -251,9 +251,9 @@ func TestServerClientTCPShare(t *testing.T) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	left := len(s.connsPerIP)
-	s.mu.Unlock()
+	s.adm.mu.Lock()
+	left := len(s.adm.connsPerIP)
+	s.adm.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d client addresses still counted after every connection closed", left)
 	}
@@ -377,9 +377,9 @@ func TestServerFairShares(t *testing.T) {
 	if held != DefaultMaxQueriesPerConnection {
 		t.Errorf("%d pipelined queries in the handler, want %d", held, DefaultMaxQueriesPerConnection)
 	}
-	s.mu.Lock()
-	idlersHeld := s.connsPerIP[netip.MustParseAddr(idler)]
-	s.mu.Unlock()
+	s.adm.mu.Lock()
+	idlersHeld := s.adm.connsPerIP[netip.MustParseAddr(idler)]
+	s.adm.mu.Unlock()
 	if idlersHeld > shareTCP {
 		t.Errorf("%d connections of the idle address held, want at most %d", idlersHeld, shareTCP)
 	}
@@ -412,4 +412,51 @@ func askOnce(tb testing.TB, network, local, addr string, id uint16) bool {
 		return false
 	}
 	return true
+}
+
+// Servers that share an Admission share its limits: with
+// MaxConcurrentQueries 1 across two servers, a query held on one leaves
+// the other none (REFUSED), and once it is answered the other serves again.
+func TestServersShareAdmission(t *testing.T) {
+	t.Parallel()
+	adm := NewAdmission()
+	h := &fastEcho{hold: make(chan struct{})}
+	first, _ := startServer(t, &Server{Handler: h, MaxConcurrentQueries: 1, Admission: adm})
+	second, _ := startServer(t, &Server{Handler: h, MaxConcurrentQueries: 1, Admission: adm})
+	c := &dns.Client{Net: "udp", Timeout: ioTimeout}
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := c.Exchange(queryFor("hold.example."), first)
+		held <- err
+	}()
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("the first server never held the shared permit")
+		}
+		r, _, err := c.Exchange(queryFor("other.example."), second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Rcode == dns.RcodeRefused {
+			break
+		}
+	}
+	close(h.hold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// The permit comes back just after the answer is written: ask until
+	// the other server serves again.
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("the shared permit never came back")
+		}
+		r, _, err := c.Exchange(queryFor("other.example."), second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Rcode == dns.RcodeSuccess {
+			break
+		}
+	}
 }

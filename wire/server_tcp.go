@@ -64,7 +64,7 @@ func (s *Server) startConn(c *net.TCPConn) {
 	// Registration and Shutdown's snapshot are both under mu, so a
 	// connection is either seen by Shutdown or sees closing here.
 	s.mu.Lock()
-	if s.closing.Load() || len(s.conns) >= s.maxTCP || s.connsPerIP[ip] >= s.maxClientTCP {
+	if s.closing.Load() || !s.adm.takeConn(ip, s.maxTCP, s.maxClientTCP) {
 		s.mu.Unlock()
 		c.Close()
 		if s.accepted != nil {
@@ -73,7 +73,6 @@ func (s *Server) startConn(c *net.TCPConn) {
 		return
 	}
 	s.conns[tc] = struct{}{}
-	s.connsPerIP[ip]++
 	s.mu.Unlock()
 	if s.accepted != nil {
 		s.accepted(ip, true)
@@ -120,10 +119,8 @@ func (c *clientConn) serve() {
 	ip := c.client.Addr()
 	s.mu.Lock()
 	delete(s.conns, c)
-	if s.connsPerIP[ip]--; s.connsPerIP[ip] <= 0 {
-		delete(s.connsPerIP, ip)
-	}
 	s.mu.Unlock()
+	s.adm.giveConn(ip)
 }
 
 // readOne reads one query and has it served, holding a slot of the

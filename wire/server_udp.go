@@ -152,7 +152,7 @@ func (s *Server) reapUDPWorkers() {
 			return
 		case <-tick.C:
 		}
-		needed := s.peak.Swap(s.inflight.Load())
+		needed := s.peak.Swap(s.adm.inflight.Load())
 		for extra := s.workers.Load() - needed; extra > 0; extra-- {
 			select {
 			case s.udpWork <- udpJob{}:
