@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -231,6 +232,12 @@ func (d *Daemon) newListener(addr string) *listener {
 		OnOverload:           d.metrics.OverloadRefused,
 		OnPanic:              d.metrics.Panic,
 		Admission:            d.admission,
+		// A socket and a reader per core (SO_REUSEPORT): cache hits are
+		// answered on the readers, in parallel. Measured side by side
+		// (nxdnsbench, dnsperf -l 5, two pairs): hits 0.74/0.74 -> 0.85/1.04
+		// of the same-run ceiling at the same CPU per hit; forwarding
+		// 0.38/0.37 -> 0.41/0.42.
+		UDPSockets: runtime.GOMAXPROCS(0),
 	}}
 }
 
