@@ -17,7 +17,8 @@ import (
 // second pass that tries backed-off upstreams when nothing else answered.
 // It runs on the caller's goroutine. No client query is an upstream's
 // half-open trial: a backed-off upstream is left to its actor's probes,
-// and pass one never touches it.
+// and pass one never touches it. A looping upstream (loop.go) is touched
+// by neither pass.
 //
 // trail is a buffer for the attempt trail (it may be nil); Result.Attempts
 // is trail[:0] with every attempt appended, so a caller that passes a stack
@@ -134,6 +135,8 @@ func (d *dispatch) sweep() (permit, bool) {
 			}
 		case BackedOff:
 			d.skipped |= bit
+		case Looping:
+			// Out of service: not even pass two tries it.
 		}
 	}
 	return permit{}, false
@@ -175,10 +178,13 @@ func (d *dispatch) begin(p *permit) (a attempt, ok, over bool) {
 	u := p.u
 	a.start = time.Now()
 	d.now = a.start
-	if !p.passTwo && u.eligibility() != Healthy {
+	if e := u.eligibility(); e == Looping || !p.passTwo && e != Healthy {
 		// It entered backoff while we waited: the slot goes back, the
-		// sweep moves on, and pass two may try it.
-		d.skipped |= 1 << p.i
+		// sweep moves on, and pass two may try it. A loop found while
+		// we waited takes it out of both passes.
+		if e == BackedOff {
+			d.skipped |= 1 << p.i
+		}
 		return a, false, false
 	}
 	d.tried |= 1 << p.i

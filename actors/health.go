@@ -21,6 +21,19 @@ type HealthPolicy struct {
 	// a probe's outcome has been applied: a Status taken after it shows
 	// the probe. It must return quickly; the daemon logs with it.
 	OnProbe func(upstream string, o Outcome, st Status)
+
+	// Loops, when set, are the process's loop checks (loop.go): every
+	// probe is preceded by one, so that an upstream that forwards back to
+	// nxdnsd is taken out of service. Nil sends none. An upstream keeps
+	// the Loops it was created with.
+	Loops *Loops
+
+	// OnLoop, when set, is called on the upstream's actor goroutine when
+	// a loop is found through the upstream (looping true) and when a
+	// later check finds it gone (false): once each way, however many
+	// checks confirm it in between. It must return quickly; the daemon
+	// logs with it.
+	OnLoop func(upstream string, looping bool, st Status)
 }
 
 // Health is one upstream's circuit breaker. It is a pure value: every
@@ -38,6 +51,7 @@ type Health struct {
 	Failures    uint64        // recorded failures of attempts since start
 	Consecutive int           // recorded attempt failures since the last success (or heal)
 	InBackoff   bool          // the breaker is open
+	Loop        bool          // a loop check came back through the upstream: out of service (the breaker is open too)
 	Until       time.Time     // end of the current backoff, when the next probe is due; zero when healthy
 	Length      time.Duration // length of the current backoff; zero when healthy
 }
@@ -48,15 +62,18 @@ type Eligibility uint8
 const (
 	Healthy   Eligibility = iota // take slots freely
 	BackedOff                    // skip in pass one; pass two may try it
+	Looping                      // it forwards back to nxdnsd: skip in both passes
 )
 
 // At reports the upstream's eligibility. An upstream stays backed off
 // after its backoff ends, until a probe's answer (or a pass-two answer)
-// heals it: the end of a backoff lets a probe through, not a client.
-func (h Health) At() Eligibility { return eligibility(h.InBackoff) }
-
-func eligibility(inBackoff bool) Eligibility {
-	if inBackoff {
+// heals it: the end of a backoff lets a probe through, not a client. A
+// looping upstream is out of service until a check no longer loops.
+func (h Health) At() Eligibility {
+	switch {
+	case h.Loop:
+		return Looping
+	case h.InBackoff:
 		return BackedOff
 	}
 	return Healthy
@@ -64,9 +81,14 @@ func eligibility(inBackoff bool) Eligibility {
 
 // Success records an answered attempt. Any recorded success closes the
 // breaker: a pass-two attempt of a backed-off upstream is the only client
-// attempt it sees, and its answer is the same evidence a probe's is.
+// attempt it sees, and its answer is the same evidence a probe's is. An
+// answer that was on its way while a loop was found (it came round the
+// loop) is counted and heals nothing.
 func (h Health) Success() Health {
 	h.Successes++
+	if h.Loop {
+		return h
+	}
 	return h.heal()
 }
 
@@ -124,6 +146,32 @@ func (h Health) ProbeLost(now time.Time, p HealthPolicy) Health {
 	return h
 }
 
+// LoopFound records, at now, a loop check that came back through the
+// upstream: it forwards to something that forwards back to nxdnsd. It is
+// out of service in both passes, and checked again after BackoffMax (Until):
+// a loop is a configuration, not a passing fault, so it is not retried
+// sooner. A check that still loops keeps it there for another BackoffMax.
+// Attempt counts are untouched.
+func (h Health) LoopFound(now time.Time, p HealthPolicy) Health {
+	h.Loop = true
+	return h.open(now, p.BackoffMax)
+}
+
+// LoopGone records, at now, a loop check that did not come back: the
+// loop is gone, and the upstream is an ordinary one whose backoff of
+// Backoff has just begun and whose probe is due at once. The probe that
+// ran behind the check (or the one that follows) decides whether it
+// heals.
+func (h Health) LoopGone(now time.Time, p HealthPolicy) Health {
+	if !h.Loop {
+		return h
+	}
+	h.Loop = false
+	h.Length = p.Backoff
+	h.Until = now
+	return h
+}
+
 func (h Health) open(now time.Time, length time.Duration) Health {
 	h.InBackoff = true
 	h.Length = length
@@ -134,6 +182,7 @@ func (h Health) open(now time.Time, length time.Duration) Health {
 func (h Health) heal() Health {
 	h.Consecutive = 0
 	h.InBackoff = false
+	h.Loop = false
 	h.Until = time.Time{}
 	h.Length = 0
 	return h

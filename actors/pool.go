@@ -128,12 +128,12 @@ func (p *Pool) Status() []Status {
 	return out
 }
 
-// AllInBackoff reports whether every upstream is in backoff: the answer
+// AllInBackoff reports whether every upstream is in backoff (or loops): the answer
 // cache then serves a stale answer at once. It reads the published flags
 // only: a few atomic loads.
 func (p *Pool) AllInBackoff() bool {
 	for _, u := range p.upstreams {
-		if !u.backedOff.Load() {
+		if !u.outOfService() {
 			return false
 		}
 	}

@@ -18,6 +18,10 @@ import (
 // TLS connections, its HTTP/2 client), bounded by HealthPolicy.ProbeTimeout
 // and classified like an attempt. No client query is ever the trial.
 //
+// With HealthPolicy.Loops, a loop check (loop.go) goes in front of every
+// probe, and the probe is sent only when the check did not come back:
+// a probe of a looping upstream would itself go round the loop.
+//
 // A probe is the pool's own query, not a client's: it takes none of the
 // upstream's slots. Taking one could make a client wait behind it (a
 // probe of a saturated upstream at start-up), or keep the probe waiting
@@ -35,11 +39,14 @@ type probeKind uint8
 
 const (
 	probeStartup probeKind = iota // the start-up probe of an upstream thought healthy
-	probeBackoff                  // the probe at the end of a backoff
+	probeBackoff                  // the probe at the end of a backoff (or of a loop's wait)
+	probeLoop                     // a loop check alone, of a healthy upstream (CheckLoops)
 )
 
 // probeResult is how one probe ended.
 type probeResult struct {
+	check      checkResult // the loop check in front; check.seq 0 when none was sent
+	probed     bool        // the probe itself ran: not behind a check that came back, nor for a check alone
 	outcome    Outcome
 	start, end time.Time
 	err        error
@@ -58,6 +65,12 @@ type prober struct {
 	kind    probeKind // the running probe's
 	results chan probeResult
 
+	// pending is a loop check asked for while a probe ran: done after
+	// it, unless the probe's check went out after the request (pendSeq
+	// is the upstream's checkSeq when pending was first asked for).
+	pending recheck
+	pendSeq uint32
+
 	ctx    context.Context // cancelled by close: a probe in flight ends at once
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the probe goroutine
@@ -74,7 +87,46 @@ func newProber() *prober {
 func (pr *prober) start(u *Upstream, kind probeKind) {
 	pr.running, pr.kind = true, kind
 	timeout := u.policyNow().ProbeTimeout
-	pr.wg.Go(func() { pr.results <- u.probe(pr.ctx, timeout) })
+	looping := u.health.Loop
+	pr.wg.Go(func() { pr.results <- u.probe(pr.ctx, timeout, kind, looping) })
+}
+
+// recheck is a request for a loop check now. After a reload that kept u
+// (recheckLooping), a looping u is probed at once, its check first. Once
+// the listeners are bound (recheckAll), a healthy u gets a check alone; a
+// looping one has been found already, since its check came back. One in
+// an ordinary backoff is checked by its next probe. While a probe runs
+// the request waits for it.
+func (pr *prober) recheck(u *Upstream, k recheck) {
+	if u.loops == nil || u.policyNow().ProbeTimeout <= 0 {
+		return
+	}
+	if pr.running {
+		if pr.pending == 0 {
+			pr.pendSeq = u.checkSeq.Load()
+		}
+		pr.pending |= k
+		return
+	}
+	switch h := u.health; {
+	case h.Loop && k&recheckLooping != 0:
+		pr.disarm()
+		pr.start(u, probeBackoff)
+	case !h.InBackoff && k&recheckAll != 0:
+		pr.start(u, probeLoop)
+	}
+}
+
+// pendingRecheck runs a recheck that waited for the probe just ended,
+// unless that probe sent its check after the request came: that check
+// was the one asked for.
+func (pr *prober) pendingRecheck(u *Upstream) {
+	if k := pr.pending; k != 0 && !pr.running {
+		pr.pending = 0
+		if u.checkSeq.Load() == pr.pendSeq {
+			pr.recheck(u, k)
+		}
+	}
 }
 
 // schedule arms the timer for the end of u's backoff, or disarms it when
@@ -146,15 +198,25 @@ func probeQuestion() *dns.Msg {
 // expiry of the whole interval and a peer fault are failures; a local
 // error, a cancellation (the pool closing) and anything that says nothing
 // about the upstream are not. A probe is never truncated: it has no
-// client's deadline to share.
-func (u *Upstream) probe(ctx context.Context, timeout time.Duration) (r probeResult) {
-	r.start = time.Now()
-	expiry := r.start.Add(timeout)
+// client's deadline to share. With loop checks, a check goes first, in
+// its own interval of timeout; a probeLoop is the check alone, and so is
+// the probe of a looping upstream whose check no resolver answered: the
+// probe would go round the loop.
+func (u *Upstream) probe(ctx context.Context, timeout time.Duration, kind probeKind, looping bool) (r probeResult) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.end, r.err, r.outcome = time.Now(), fmt.Errorf("%w: %v", errProbePanic, v), OutcomeLocalError
+			r.probed, r.end, r.err, r.outcome = true, time.Now(), fmt.Errorf("%w: %v", errProbePanic, v), OutcomeLocalError
 		}
 	}()
+	if u.loops != nil {
+		r.check = u.check(ctx, timeout)
+		if r.check.looped || kind == probeLoop || ctx.Err() != nil || looping && r.check.verdict != checkResolved {
+			return r
+		}
+	}
+	r.probed = true
+	r.start = time.Now()
+	expiry := r.start.Add(timeout)
 	q, err := wire.NewQuery(probeQuestion())
 	if err == nil {
 		_, err = u.transport.Exchange(ctx, q, expiry)
@@ -185,10 +247,17 @@ func probeOutcome(ctx context.Context, err error, end, expiry time.Time) Outcome
 	}
 }
 
-// applyProbe records how a probe of the given kind ended and tells
-// OnProbe. A probe cancelled because the pool is closing never gets here:
-// the actor has returned by then.
+// applyProbe records how a probe of the given kind ended, its loop check
+// first, and tells OnProbe when the probe itself ran. A probe cancelled
+// because the pool is closing never gets here: the actor has returned by
+// then.
 func (u *Upstream) applyProbe(r probeResult, kind probeKind) {
+	if r.check.seq != 0 {
+		u.checked(r.check)
+	}
+	if !r.probed {
+		return
+	}
 	allDown := u.allDown()
 	u.mu.Lock()
 	p := u.policy
@@ -199,7 +268,9 @@ func (u *Upstream) applyProbe(r probeResult, kind probeKind) {
 	// the breaker while the start-up probe ran, or a pass-two answer
 	// closed it while a backoff probe ran, newer evidence has decided and
 	// the probe is only counted (as a stale timeout is in Health.Failure).
-	stale := kind == probeStartup && h.InBackoff || kind == probeBackoff && !h.InBackoff
+	// So is a probe of an upstream found looping while it ran (its check
+	// came back after the check's exchange had ended).
+	stale := kind == probeStartup && h.InBackoff || kind == probeBackoff && !h.InBackoff || h.Loop
 	switch r.outcome {
 	case OutcomeAnswer:
 		u.rtt = u.rtt.Sample(r.end.Sub(r.start))
@@ -233,7 +304,7 @@ func (u *Upstream) allDown() bool {
 		return false
 	}
 	for _, v := range *peers {
-		if v != u && !v.backedOff.Load() {
+		if v != u && !v.outOfService() {
 			return false
 		}
 	}

@@ -38,6 +38,9 @@ func NewPoolFrom(p Policy, specs []Spec, kept []*Upstream, obs Observer) (*Pool,
 			u = newUpstream(s.Name, s.Address, s.Slots, s.Transport, p.Health)
 		} else {
 			u.setPolicy(p.Health)
+			// A reload re-checks a looping upstream at once: the
+			// operator may have fixed the loop.
+			u.record(message{recheck: recheckLooping})
 		}
 		pool.upstreams = append(pool.upstreams, u)
 	}

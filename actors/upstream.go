@@ -23,6 +23,8 @@ type message struct {
 	err     error         // the failure, for /api/health
 	done    chan struct{} // a barrier instead of an outcome: closed once every earlier message is applied
 	stop    bool          // the actor's last message
+	loop    uint32        // instead of an outcome: this loop check came back (its sequence number)
+	recheck recheck       // instead of an outcome: check for a loop now
 }
 
 // Upstream is one upstream of the pool: its transport, its slots and its
@@ -39,10 +41,11 @@ type Upstream struct {
 	// Probes take none (see probe.go).
 	slots chan struct{}
 
-	// backedOff is what the query path reads: published by the actor
-	// whenever the breaker opens or closes, so an answered query on a
-	// healthy upstream publishes nothing.
-	backedOff atomic.Bool
+	// state is what the query path reads, an Eligibility: published by
+	// the actor whenever it changes (the breaker opens or closes, a loop
+	// is found or gone), so an answered query on a healthy upstream
+	// publishes nothing.
+	state atomic.Uint32
 
 	// peers are the upstreams of the pool this one serves, itself
 	// included, for the all-down rule; set by the pool (bind). Nil before:
@@ -52,6 +55,16 @@ type Upstream struct {
 	inbox chan message
 	quit  chan struct{}
 	done  chan struct{}
+
+	// Loop checks (loop.go). loops and loopID are fixed at creation;
+	// checkSeq is written by the probe goroutine before each check it
+	// sends and read by the query path; checkBack is written by the query
+	// path when a check of ours comes back; loopSeq is the actor's own.
+	loops     *Loops // or nil: no checks
+	loopID    uint32
+	checkSeq  atomic.Uint32 // the last check sent; 0 before one
+	checkBack atomic.Uint32 // the last check that came back; 0 before one
+	loopSeq   uint32        // the check whose return put the upstream in loop; 0 when none
 
 	mu               sync.Mutex // guards following; taken by the actor and by Status, never on the query path
 	policy           HealthPolicy
@@ -74,6 +87,10 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		policy:    p,
+		loops:     p.Loops,
+	}
+	if u.loops != nil {
+		u.loopID = u.loops.register(u)
 	}
 	go u.run()
 	return u
@@ -96,11 +113,17 @@ func (u *Upstream) run() {
 			if m.stop {
 				return
 			}
-			if m.done != nil {
+			switch {
+			case m.done != nil:
 				close(m.done)
 				continue
+			case m.loop != 0:
+				u.loopReported(m.loop, time.Now())
+			case m.recheck != 0:
+				pr.recheck(u, m.recheck)
+			default:
+				u.apply(m)
 			}
-			u.apply(m)
 			pr.schedule(u)
 		case <-pr.c:
 			pr.fired(u)
@@ -108,6 +131,7 @@ func (u *Upstream) run() {
 			pr.running = false
 			u.applyProbe(r, pr.kind)
 			pr.schedule(u)
+			pr.pendingRecheck(u)
 		}
 	}
 }
@@ -138,14 +162,18 @@ func (u *Upstream) apply(m message) {
 
 // publish tells the query path about a change of eligibility.
 func (u *Upstream) publish(old, h Health) {
-	if h.InBackoff != old.InBackoff {
-		u.backedOff.Store(h.InBackoff)
+	if e := h.At(); e != old.At() {
+		u.state.Store(uint32(e))
 	}
 }
 
 // eligibility reports what the dispatch may do with u. It reads the
-// published flag: no lock on the query path.
-func (u *Upstream) eligibility() Eligibility { return eligibility(u.backedOff.Load()) }
+// published state: no lock on the query path.
+func (u *Upstream) eligibility() Eligibility { return Eligibility(u.state.Load()) }
+
+// outOfService reports whether u is in backoff or loops, from the
+// published state.
+func (u *Upstream) outOfService() bool { return u.eligibility() != Healthy }
 
 // tryAcquire takes a slot if one is free, without blocking.
 func (u *Upstream) tryAcquire() bool {
@@ -195,19 +223,23 @@ func (u *Upstream) stop() {
 	close(u.quit)
 	u.inbox <- message{stop: true}
 	<-u.done
+	if u.loops != nil {
+		u.loops.unregister(u.loopID)
+	}
 }
 
 // Status is one upstream's state as /api/health and the metrics show it.
 type Status struct {
 	Name                string
 	Address             string
-	InBackoff           bool
+	InBackoff           bool // in backoff, or looping
+	Loop                bool // a loop check came back through it: out of service until a check no longer loops (LastError says so)
 	Slots               int
 	InFlight            int
 	Successes           uint64 // recorded answers of attempts; probes are not counted
 	Failures            uint64 // recorded failures of attempts; probes are not counted
 	ConsecutiveFailures int
-	BackoffUntil        time.Time // zero when healthy; when the next probe is due (or was: one may be running)
+	BackoffUntil        time.Time // zero when healthy; when the next probe (or loop check) is due (or was: one may be running)
 	LastError           error     // nil when none yet
 	LastErrorAt         time.Time
 	RTT                 RTT                 // from answered attempts and probes; RTT.Samples 0 before the first
@@ -223,6 +255,7 @@ func (u *Upstream) status() Status {
 		Name:                u.Name,
 		Address:             u.Address,
 		InBackoff:           u.health.InBackoff,
+		Loop:                u.health.Loop,
 		Slots:               cap(u.slots),
 		InFlight:            len(u.slots),
 		Successes:           u.health.Successes,
