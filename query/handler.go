@@ -42,6 +42,11 @@ type HandlerConfig struct {
 	// answered REFUSED with EDE 18 and nothing else is done. Nil serves
 	// every client; an empty, non-nil list serves none.
 	Allow []netip.Prefix
+
+	// Loops, or nil, are the upstream actors' loop checks: one of this
+	// process's that comes back as a client query is answered at once and
+	// reported (loop.go); another nxdnsd's is forwarded.
+	Loops *actors.Loops
 }
 
 // Errors of NewHandler; each wraps the detail of the first problem found.
@@ -61,7 +66,8 @@ type Handler struct {
 	cache   CacheConfig // cache.Cache nil: no cache
 	refresh *refresher  // nil without a cache
 	allow   []netip.Prefix
-	open    bool // Allow was nil: every client is served
+	open    bool          // Allow was nil: every client is served
+	loops   *actors.Loops // or nil
 }
 
 // NewHandler builds a Handler, checking the zones and records. An error
@@ -87,6 +93,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		cache: cfg.Cache,
 		allow: slices.Clone(cfg.Allow),
 		open:  cfg.Allow == nil,
+		loops: cfg.Loops,
 	}
 	if h.cache.Cache != nil {
 		h.refresh = newRefresher(h)
@@ -285,7 +292,7 @@ func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode i
 	if r.reject != dns.RcodeSuccess {
 		return r.reply(r.reject), nil, 0, true
 	}
-	if m := r.special(); m != nil {
+	if m := h.special(r); m != nil {
 		e.Source = SourceSpecial
 		return m, nil, 0, true
 	}

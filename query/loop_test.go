@@ -1,0 +1,164 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/wire"
+)
+
+// A handler whose pool's only upstream is the handler itself, in memory:
+// the upstream's transport serves every query it is sent through the
+// handler, as nxdnsd configured as its own upstream does over a socket.
+// The actor's start-up check comes back as a client query and is answered
+// NXDOMAIN at once, without going to the pool; the upstream is found
+// looping before its probe is sent, so the loop carries nothing round but
+// the check. A client query then gets SERVFAIL from the pool, which tries
+// nothing: the handler served two queries in all.
+//
+// Mutation check: without the loop hook in quick the check is answered by
+// the special-use names and never reported; the probe behind it goes
+// round the loop until its deadline, and the upstream is not "loop".
+func TestSelfLoopFoundThroughTheHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loops := actors.NewLoops()
+		ready := make(chan struct{})
+		var h *Handler
+		var mu sync.Mutex
+		var looped []string
+		self := wire.MsgFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+			<-ready
+			raw, err := m.Pack()
+			if err != nil {
+				return nil, err
+			}
+			out := h.ServeDNS(ctx, &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient})
+			a := new(dns.Msg)
+			if err := a.Unpack(out); err != nil {
+				return nil, err
+			}
+			return a, nil
+		})
+		pool, err := actors.NewPool(actors.Policy{
+			AttemptTimeout: 2500 * time.Millisecond,
+			TotalTimeout:   5000 * time.Millisecond,
+			Health: actors.HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: 30 * time.Second, ProbeTimeout: time.Second,
+				Loops: loops,
+				OnLoop: func(name string, looping bool, _ actors.Status) {
+					mu.Lock()
+					looped = append(looped, name)
+					mu.Unlock()
+				}},
+		}, []actors.Spec{{Name: "self", Slots: 4, Transport: self}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		var rec *recorder
+		h, rec = newTestHandler(t, HandlerConfig{Pool: pool, Loops: loops})
+		close(ready)
+		synctest.Wait()
+
+		if st := pool.Status()[0]; !st.Loop || !errors.Is(st.LastError, actors.ErrLoop) {
+			t.Fatalf("after the start-up check: %+v, want loop", st)
+		}
+		e := rec.only(t)
+		if !strings.HasSuffix(e.QName, "."+actors.LoopCheckZone) || e.Rcode != dns.RcodeNameError || e.Source != SourceSpecial {
+			t.Errorf("the check came back as %s, answered %s from %s; want NXDOMAIN at once", e.QName, dns.RcodeToString[e.Rcode], e.Source)
+		}
+		m, _ := exchange(t, h, newQuery("example.com.", dns.TypeA), ProtoUDP)
+		if m.Rcode != dns.RcodeServerFailure {
+			t.Errorf("a client query: %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
+		}
+		synctest.Wait()
+		if n := rec.count(); n != 2 {
+			t.Errorf("the handler served %d queries, want 2: the check and the client's", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(looped) != 1 || looped[0] != "self" {
+			t.Errorf("OnLoop heard %v, want self once", looped)
+		}
+	})
+}
+
+// Another nxdnsd's check is forwarded like any name, so that a loop
+// through this nxdnsd reaches the one that sent it; without loop checks,
+// and for a name that only looks like a check, the special-use names
+// answer it NXDOMAIN.
+func TestForeignLoopCheckForwarded(t *testing.T) {
+	foreign := strings.Repeat("f", 16) + ".00000001.00000002." + actors.LoopCheckZone
+	if len(foreign) != actors.LoopCheckLen {
+		t.Fatalf("%q is %d bytes, want %d", foreign, len(foreign), actors.LoopCheckLen)
+	}
+	for _, tc := range []struct {
+		name      string
+		qname     string
+		loops     *actors.Loops
+		forwarded bool
+	}{
+		{"foreign check", foreign, actors.NewLoops(), true},
+		{"foreign check, upper case", strings.ToUpper(foreign), actors.NewLoops(), true},
+		{"without loop checks", foreign, nil, false},
+		{"too short for a check", "f." + actors.LoopCheckZone, actors.NewLoops(), false},
+		{"of the check's length, not under its zone", strings.Repeat("a", actors.LoopCheckLen-len("invalid.")-1) + ".invalid.", actors.NewLoops(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := answeringPool(t)
+			h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Loops: tc.loops})
+			m, _ := exchange(t, h, newQuery(tc.qname, dns.TypeTXT), ProtoUDP)
+			if got := pool.Calls() == 1; got != tc.forwarded {
+				t.Errorf("forwarded %v, want %v", got, tc.forwarded)
+			}
+			if !tc.forwarded && (m.Rcode != dns.RcodeNameError || rec.only(t).Source != SourceSpecial) {
+				t.Errorf("answered %s from %s, want NXDOMAIN from the special-use names", dns.RcodeToString[m.Rcode], rec.only(t).Source)
+			}
+		})
+	}
+}
+
+// With loop checks on, a forwarded query still allocates at most one
+// object, whether or not its name has a check's length.
+func TestLoopChecksCostNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	for _, name := range []string{"www.example.com.", strings.Repeat("a", actors.LoopCheckLen-len(".example.com.")) + ".example.com."} {
+		q := newQuery(name, dns.TypeA)
+		a := new(dns.Msg)
+		a.SetReply(q)
+		up := &memoryUpstream{answer: mustPack(t, a)}
+		pool, err := actors.NewPool(actors.Policy{
+			AttemptTimeout: 2500 * time.Millisecond,
+			TotalTimeout:   5000 * time.Millisecond,
+			Health:         actors.HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: time.Minute, Loops: actors.NewLoops()},
+		}, []actors.Spec{{Name: "primary", Slots: 1024, Transport: up}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := NewHandler(HandlerConfig{Pool: pool, Hooks: HooksFunc(func(*Entry) {}), Loops: actors.NewLoops()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := mustPack(t, q)
+		buf := make([]byte, 0, 4096)
+		ctx := context.Background()
+		allocs := testing.AllocsPerRun(1000, func() {
+			if out := serveInto(ctx, h, raw, ProtoUDP, buf); len(out) < len(raw) {
+				t.Fatalf("answer %x", out)
+			}
+		})
+		pool.Close()
+		if allocs > 1 {
+			t.Errorf("%s: a forwarded query allocates %v objects, want at most 1", name, allocs)
+		}
+	}
+}
