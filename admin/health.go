@@ -10,14 +10,15 @@ import (
 // Values of Health.Status (spec section 8).
 const (
 	StatusOK       = "ok"       // every enabled upstream is healthy
-	StatusDegraded = "degraded" // some are in backoff
-	StatusDown     = "down"     // all are in backoff; the response is 503
+	StatusDegraded = "degraded" // some are in backoff (or loop)
+	StatusDown     = "down"     // all are in backoff (or loop); the response is 503
 )
 
 // Values of UpstreamHealth.State.
 const (
 	StateHealthy = "healthy"
 	StateBackoff = "backoff" // in backoff, until a probe's answer heals it
+	StateLoop    = "loop"    // it forwards back to nxdnsd: out of service until a loop check no longer comes back
 )
 
 // Health is the body of GET /api/health, described by openapi.yaml.
@@ -37,7 +38,7 @@ type UpstreamHealth struct {
 	Successes           uint64     `json:"successes"`
 	Failures            uint64     `json:"failures"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
-	BackoffUntil        *time.Time `json:"backoff_until"`      // null unless in backoff; when the next probe is due (in the past while it runs)
+	BackoffUntil        *time.Time `json:"backoff_until"`      // null unless in backoff or loop; when the next probe (or loop check) is due (in the past while it runs)
 	LastError           *string    `json:"last_error"`         // the last recorded failure's error (an attempt's or a probe's), null before any
 	LastErrorAt         *time.Time `json:"last_error_at"`      // when that failure was recorded
 	SRTTMs              *float64   `json:"srtt_ms"`            // smoothed round-trip time (RFC 6298), null before the first answer
@@ -47,8 +48,8 @@ type UpstreamHealth struct {
 }
 
 // HealthOf builds the health report of the upstreams in st and the HTTP
-// status that goes with it: 503 when every upstream is in backoff (and so
-// when there is none), else 200.
+// status that goes with it: 503 when every upstream is in backoff or
+// loops (and so when there is none), else 200.
 func HealthOf(st []actors.Status) (Health, int) {
 	h := Health{Upstreams: make([]UpstreamHealth, len(st))}
 	backoff := 0
@@ -63,9 +64,12 @@ func HealthOf(st []actors.Status) (Health, int) {
 			Failures:            s.Failures,
 			ConsecutiveFailures: s.ConsecutiveFailures,
 		}
-		if s.InBackoff {
+		if s.InBackoff || s.Loop {
 			backoff++
 			u.State = StateBackoff
+			if s.Loop {
+				u.State = StateLoop
+			}
 			u.BackoffUntil = utc(s.BackoffUntil)
 		}
 		if s.LastError != nil {
