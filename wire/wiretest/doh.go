@@ -159,6 +159,8 @@ func (s *DoHServer) serveDoH(rw http.ResponseWriter, r *http.Request) {
 	out := new(captureConn)
 	if IsProbe(q) {
 		s.core.probes.n.Add(1)
+	} else if IsLoopCheck(q) {
+		s.core.probes.checks.Add(1)
 	}
 	s.core.dispatch(s.handler, &Writer{srv: s.core, proto: "tcp", conn: out}, q)
 	answer := out.message()

@@ -21,8 +21,9 @@ func IsProbe(q *dns.Msg) bool {
 
 // probes is a fake's probe handling.
 type probes struct {
-	n atomic.Int64
-	h atomic.Pointer[Handler] // nil: answerProbe
+	n      atomic.Int64
+	h      atomic.Pointer[Handler] // nil: answerProbe
+	checks atomic.Int64            // loop checks (loopcheck.go)
 }
 
 // serve runs the probe handler on q, a probe.
@@ -74,8 +75,13 @@ func (s *DoHServer) HandleProbes(h Handler) { s.core.probes.set(h) }
 // Probes returns the number of health probes received.
 func (s *DoHServer) Probes() int64 { return s.core.probes.n.Load() }
 
-// dispatch runs the probe handling for a probe and h for anything else.
+// dispatch answers a loop check, runs the probe handling for a probe and
+// h for anything else.
 func (s *Server) dispatch(h Handler, w *Writer, q *dns.Msg) {
+	if IsLoopCheck(q) {
+		answerLoopCheck(w, q)
+		return
+	}
 	if IsProbe(q) {
 		s.probes.serve(w, q)
 		return
@@ -85,6 +91,10 @@ func (s *Server) dispatch(h Handler, w *Writer, q *dns.Msg) {
 
 // count counts q, which parsed, as a probe or in queries.
 func (s *Server) count(queries *atomic.Int64, q *dns.Msg) {
+	if IsLoopCheck(q) {
+		s.probes.checks.Add(1)
+		return
+	}
 	if IsProbe(q) {
 		s.probes.n.Add(1)
 		return
