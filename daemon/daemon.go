@@ -134,6 +134,9 @@ func (d *Daemon) Start() error {
 		return err
 	}
 	d.live.Store(true)
+	// The start-up probes' loop checks may have gone out before anything
+	// listened: an upstream that forwards back here is checked again now.
+	d.front.current().pool.CheckLoops()
 	udp, tcp := d.Addrs()
 	d.log.Info("nxdnsd started",
 		zap.Strings("udp", apStrings(udp)),

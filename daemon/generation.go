@@ -28,6 +28,7 @@ type generation struct {
 	keys       []upstreamKey      // by pool index: what decides whether a reload keeps the upstream
 	transports []wire.Transport   // by pool index: the upstream's transport, closed with its actor
 	zones      []wire.Transport   // the forward-zone clients, this generation's own
+	loops      *actors.Loops      // the upstreams' loop checks: the first generation's, handed on by every reload
 
 	refs     atomic.Int64  // queries running on it
 	retiring atomic.Bool   // a newer generation is current
@@ -54,6 +55,11 @@ func keyOf(u config.Upstream) upstreamKey {
 // untouched.
 func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstreams) (_ *generation, err error) {
 	g := &generation{cfg: cfg, ups: ups, drained: make(chan struct{})}
+	if prev != nil {
+		g.loops = prev.loops // a kept upstream's checks are still recognised
+	} else {
+		g.loops = actors.NewLoops()
+	}
 	var (
 		specs []actors.Spec
 		kept  []*actors.Upstream
@@ -125,6 +131,8 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 			BackoffMax:       p.BackoffMax(),
 			ProbeTimeout:     p.ProbeTimeout(),
 			OnProbe:          d.probed,
+			Loops:            g.loops,
+			OnLoop:           d.looped,
 		},
 	}
 	if prev == nil {
@@ -149,6 +157,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		Hooks:   d.hooks,
 		Cache:   d.cacheConfig(cfg.Cache, g.pool),
 		Allow:   cfg.Server.AllowPrefixes,
+		Loops:   g.loops,
 	})
 	if err != nil {
 		return nil, err
