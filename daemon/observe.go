@@ -3,6 +3,7 @@ package daemon
 import (
 	"io"
 	"net/netip"
+	"time"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
@@ -48,6 +49,22 @@ type observer struct {
 }
 
 var _ query.Hooks = (*observer)(nil)
+
+// overloaded counts a query refused past server.max_concurrent_queries (or
+// its client's share) and writes its query-log line (source refused), on
+// the listener's goroutine: the line is encoded into a free buffer of the
+// writer or dropped, never waited for.
+func (o *observer) overloaded(raw []byte, proto string, client netip.AddrPort) {
+	o.metrics.OverloadRefused()
+	if o.qlog == nil {
+		return
+	}
+	var e query.Entry
+	query.RefusedEntry(&e, raw, proto, client, time.Now())
+	if !o.qlog.Log(&e) {
+		o.metrics.QueryLogDropped()
+	}
+}
 
 // QueryDone implements query.Hooks.
 func (o *observer) QueryDone(e *query.Entry) {

@@ -99,3 +99,38 @@ func TestOverloadTenTimesTheCap(t *testing.T) {
 		t.Errorf("after the flood: %s, want NOERROR", dns.RcodeToString[r.Rcode])
 	}
 }
+
+// A query refused past server.max_concurrent_queries gets its query-log
+// line, source refused, as one refused for server.allow does (spec
+// section 6).
+func TestOverloadRefusalIsLogged(t *testing.T) {
+	held := make(chan string, 1)
+	release, releaseAll := releaser(t)
+	up := wiretest.NewServer(t, wiretest.Notify(held, wiretest.Gate(release, wiretest.Answer())))
+	s := startObserved(t, "[server]\nmax_concurrent_queries = 1\n[cache]\nenabled = false\n"+
+		"[upstream]\nattempt_timeout_ms = 30000\ntotal_timeout_ms = 30000\n"+upstreamTOML(up.Addr), false, options{})
+	done := make(chan *dns.Msg, 1)
+	go func() {
+		c := &dns.Client{Net: "udp", Timeout: 10 * time.Second}
+		r, _, _ := c.Exchange(wiretest.Query("held.example.", dns.TypeA), s.udp)
+		done <- r
+	}()
+	<-held // the one permit is taken
+	if r := ask(t, "udp", s.udp, wiretest.Query("Refused.Example.", dns.TypeMX)); r.Rcode != dns.RcodeRefused {
+		t.Fatalf("at the cap: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+	releaseAll()
+	<-done
+	var found bool
+	for _, l := range s.logLines(t) {
+		if l.qname() == "Refused.Example." {
+			found = true
+			if l.source() != "refused" || l.Rcode != "REFUSED" || deref(l.QType) != "MX" {
+				t.Errorf("the refused query's line: source %s rcode %s qtype %s, want refused, REFUSED, MX", l.source(), l.Rcode, deref(l.QType))
+			}
+		}
+	}
+	if !found {
+		t.Error("the query refused for overload has no query-log line")
+	}
+}

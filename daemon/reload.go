@@ -229,7 +229,7 @@ func (d *Daemon) newListener(addr string) *listener {
 		MaxTCPConnections:    s.MaxTCPConnections,
 		MaxConcurrentQueries: s.MaxConcurrentQueries,
 		Logger:               d.log,
-		OnOverload:           d.metrics.OverloadRefused,
+		OnOverload:           d.hooks.overloaded,
 		OnPanic:              d.metrics.Panic,
 		Admission:            d.admission,
 		// A socket and a reader per core (SO_REUSEPORT): cache hits are

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/nxdnsd/nxdnsd/actors"
 )
 
@@ -101,3 +103,16 @@ type HooksFunc func(e *Entry)
 
 // QueryDone calls f(e).
 func (f HooksFunc) QueryDone(e *Entry) { f(e) }
+
+// RefusedEntry fills e for a query the listener refused itself (past
+// server.max_concurrent_queries) from its bytes raw, which it reads only
+// during the call: source refused, rcode REFUSED, the question when it can
+// be read.
+func RefusedEntry(e *Entry, raw []byte, proto string, client netip.AddrPort, now time.Time) {
+	*e = Entry{Time: now, Client: client, Proto: proto, Source: SourceRefused, Rcode: dns.RcodeRefused}
+	var r request
+	if ok, _ := parse(&r, raw, proto); ok && len(r.msg.Question) > 0 {
+		q := r.msg.Question[0]
+		e.QName, e.QType = q.Name, q.Qtype
+	}
+}

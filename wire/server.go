@@ -153,8 +153,11 @@ type Server struct {
 
 	// OnOverload, or nil, is called once for each query answered REFUSED
 	// because MaxConcurrentQueries or MaxClientQueries was reached, before
-	// the answer is sent (the nxdns_overload_refused_total counter).
-	OnOverload func()
+	// the answer is sent (the nxdns_overload_refused_total counter, the
+	// query log), with the query's bytes (valid during the call only), its
+	// protocol and its client. It runs on the listener's goroutine: it
+	// must not block.
+	OnOverload func(raw []byte, proto string, client netip.AddrPort)
 
 	// OnPanic, or nil, is called once for each panic recovered from
 	// Handler, before the SERVFAIL is sent (the nxdns_panics_total
@@ -389,10 +392,10 @@ func (s *Server) release(c *atomic.Int32) {
 // refuse builds the answer to a query past the concurrency limit from its
 // header and question alone, and counts it; nil means send nothing (raw is
 // itself a response, which is neither answered nor counted).
-func (s *Server) refuse(raw []byte) []byte {
+func (s *Server) refuse(raw []byte, proto string, client netip.AddrPort) []byte {
 	answer := Refused(raw)
 	if answer != nil && s.OnOverload != nil {
-		s.OnOverload()
+		s.OnOverload(raw, proto, client)
 	}
 	return answer
 }

@@ -133,7 +133,7 @@ func TestServerClientQueryShare(t *testing.T) {
 	const share, flood = 8, 20
 	h := newStalling(flood)
 	var overloads atomic.Int64
-	s := &Server{Handler: h, MaxConcurrentQueries: 64, MaxClientQueries: share, OnOverload: func() { overloads.Add(1) }}
+	s := &Server{Handler: h, MaxConcurrentQueries: 64, MaxClientQueries: share, OnOverload: func([]byte, string, netip.AddrPort) { overloads.Add(1) }}
 	udpAddr, tcpAddr := startServer(t, s)
 	unblock := sync.OnceFunc(func() { close(h.release) })
 	t.Cleanup(unblock)

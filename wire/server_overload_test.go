@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,7 @@ func TestServerOverload(t *testing.T) {
 			return echo(ctx, req)
 		}),
 		MaxConcurrentQueries: limit,
-		OnOverload:           func() { overloads.Add(1) },
+		OnOverload:           func([]byte, string, netip.AddrPort) { overloads.Add(1) },
 	}
 	udpAddr, tcpAddr := startServer(t, s)
 	unblock := sync.OnceFunc(func() { close(release) })

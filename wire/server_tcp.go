@@ -164,7 +164,7 @@ func (c *clientConn) readOne(prefix []byte) bool {
 	}
 	count, ok := s.admit(c.client.Addr())
 	if !ok {
-		refused := s.refuse(q.req.Raw)
+		refused := s.refuse(q.req.Raw, "tcp", c.client)
 		putClientQuery(q)
 		if refused != nil {
 			c.write(refused)

@@ -76,7 +76,7 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 			if state != nil {
 				fast.Abandon(req)
 			}
-			if refused := s.refuse(buf[:n]); refused != nil {
+			if refused := s.refuse(buf[:n], "udp", client); refused != nil {
 				s.writeUDP(pc, refused, from, local, ifindex)
 			}
 			continue
