@@ -171,19 +171,6 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
-// equalFold reports whether a and b are equal but for ASCII letter case.
-func equalFold(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if lowerASCII(a[i]) != lowerASCII(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // nameIs reports whether the uncompressed wire name at the start of w is
 // name, a fully qualified name in presentation format (escapes \X and
 // \DDD read as miekg/dns writes them), ASCII letter case aside.

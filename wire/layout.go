@@ -58,7 +58,7 @@ func LayoutAnswer(q, raw []byte, id uint16) (AnswerLayout, bool) {
 	qlen := questionLen(q[HeaderLen:])
 	l := AnswerLayout{QuestionEnd: HeaderLen + qlen, OPT: -1, OPTEnd: -1, Rcode: int(Flags(raw) & MaskRcode)}
 	if qlen == 0 || len(raw) < l.QuestionEnd ||
-		!equalFoldASCII(raw[HeaderLen:l.QuestionEnd-4], q[HeaderLen:l.QuestionEnd-4]) ||
+		!EqualFoldASCII(raw[HeaderLen:l.QuestionEnd-4], q[HeaderLen:l.QuestionEnd-4]) ||
 		string(raw[l.QuestionEnd-4:l.QuestionEnd]) != string(q[l.QuestionEnd-4:l.QuestionEnd]) {
 		return none, false
 	}
@@ -111,12 +111,12 @@ const (
 	maxPointers = 126
 )
 
-// equalFoldASCII reports whether a and b are equal but for the case of
+// EqualFoldASCII reports whether a and b are equal but for the case of
 // ASCII letters, as domain names compare (RFC 4343). Applied to two
 // uncompressed wire-format names it compares labels: a length byte (at most
 // 63) is no letter, so it only matches itself and the names' label
 // boundaries must coincide.
-func equalFoldASCII(a, b []byte) bool {
+func EqualFoldASCII(a, b []byte) bool {
 	if len(a) != len(b) {
 		return false
 	}
