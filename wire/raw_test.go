@@ -203,9 +203,9 @@ func TestUDPExpiryAndCancelThroughTheReader(t *testing.T) {
 	}
 }
 
-// Waits on one socket end each at its own deadline, whichever registered
-// first: the socket's reader is re-armed for an earlier deadline than it
-// sleeps to, and a later one is kept for after its next poll.
+// Waits on one poller end each at its own deadline, whichever registered
+// first: its goroutine is re-armed for an earlier deadline than it sleeps
+// to, and a later one is kept for after its next poll.
 func TestUDPWaitsShareTheReader(t *testing.T) {
 	t.Parallel()
 	received := make(chan string, 3)
@@ -241,7 +241,7 @@ func TestUDPWaitsShareTheReader(t *testing.T) {
 	if err := <-long; !errors.Is(err, context.Canceled) {
 		t.Errorf("long wait: %v, want context.Canceled", err)
 	}
-	if got := u.dials.Load(); got != 1 {
-		t.Errorf("%d sockets for three exchanges, want 1", got)
+	if got := u.dials.Load(); got != 3 {
+		t.Errorf("%d sockets for three exchanges, want one each", got)
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
-	"os"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,95 +23,73 @@ import (
 // query, which says EDNSSize): read whole, it is known to be too large, and
 // is not charged as malformed.
 //
-// Exchanges share one connected socket, read by one goroutine of the
-// transport's, which hands each datagram to the exchange whose wire ID it
-// carries: no socket per query, no wakeup of the poller per answer. Every
-// wire ID is used once per socket. A datagram whose ID no exchange is
-// waiting for (a late answer, one sent twice, one with an ID never sent) is
-// dropped: on a shared socket it is evidence against no exchange, and
-// failing the exchanges in flight on it would hand anyone who can spoof
-// one datagram to the socket's port a way to make the upstream look down.
-// An upstream that answers with wrong IDs only lets its exchanges expire.
-// After udpSocketIDs exchanges a socket is retired for a new one, on a new
-// random source port, and closed once its last exchange ends.
+// Every exchange has a source port of its own, which the kernel picks at
+// random, and a random wire ID; the port is released when the exchange
+// ends (RFC 5452 section 9.2). An off-path spoofer has to match the port
+// of a query it cannot see (about 15 bits on Linux's default ephemeral
+// range) as well as its ID (16), and a port it has seen used tells it
+// nothing about the next. A datagram without the exchange's ID (one sent
+// twice, a forged one) is dropped, and the exchange goes on waiting: an
+// upstream that answers with wrong IDs only lets its exchanges expire. A
+// late answer finds its port closed.
+//
+// On Linux the sockets are recycled, each connected to a new port per
+// exchange, and waited for by one goroutine of the transport's through an
+// epoll instance of its own (udpPoller): an exchange arms no timer and
+// allocates nothing. Elsewhere each exchange opens a socket and reads it
+// itself (udpDialer).
 //
 // A UDP is safe for concurrent use.
 type UDP struct {
-	addr      string // IP:PORT
-	label     string // "udp://IP:PORT", naming the upstream in errors
-	tcp       *TCP   // the truncation fallback to the same address; always non-nil
-	dialer    net.Dialer
-	socketIDs int // exchanges per socket before it is retired: udpSocketIDs, less in tests
+	addr   string // IP:PORT
+	label  string // "udp://IP:PORT", naming the upstream in errors
+	tcp    *TCP   // the truncation fallback to the same address; always non-nil
+	dialer *udpDialer
+	peer   netip.AddrPort // addr parsed; invalid when it is a name, which only the dialer resolves
+	// portable: every exchange through the dialer, never the poller (no
+	// poller on this platform, a peer given by name, or a test of the
+	// dialer). Fixed at construction.
+	portable bool
 
-	dials atomic.Uint64 // sockets opened, so tests can prove reuse
-	waits sync.Pool     // *udpWait
+	dials atomic.Uint64 // ports used (sockets connected), so tests can count them
 
-	readers sync.WaitGroup // one per socket
+	poller atomic.Pointer[udpPoller] // nil until the first exchange that needs it
 
-	mu     sync.Mutex            // guards following, and every udpSock's and udpWait's fields
-	cur    *udpSock              // the socket new exchanges register on; nil before the first
-	socks  map[*udpSock]struct{} // every open socket, cur and retired
-	closed bool                  // Close was called
+	mu     sync.Mutex // guards closed and the poller's creation
+	closed bool       // Close was called
 }
 
 var _ Transport = (*UDP)(nil)
-
-// udpSocketIDs is how many exchanges one socket carries before it is
-// retired: a bound on the IDs it has used, and how often the source port
-// changes (an off-path spoofer has to match the port as well as the ID).
-const udpSocketIDs = 4096
 
 // maxUDPPayload is the most a UDP datagram carries over IPv4 (65535 less
 // the IP and UDP headers): a larger query is ours to refuse, not the
 // upstream's fault.
 const maxUDPPayload = 65507
 
-// udpSocketBuffer is the receive buffer a shared socket asks for: about a
-// thousand small answers at once, the kernel's own per-datagram overhead
-// included.
-const udpSocketBuffer = 1 << 20
-
-// udpSock is one connected socket of a UDP transport.
-type udpSock struct {
-	conn    net.Conn
-	ids     udpIDs    // every ID used on it (never reused), and the exchanges waiting
-	retired bool      // takes no new exchange; closed when none waits
-	armed   time.Time // the read deadline set on conn: the earliest deadline of its waits or their next poll; zero: none
-}
-
-// udpWait is one exchange waiting for its answer. The reader writes into
-// buf only while the exchange is registered and only once (n == 0 and err
-// nil), under the transport's lock, and then signals ready; the exchange
-// reads n, err and buf after ready, which orders them after the writes.
-type udpWait struct {
-	buf      []byte          // the exchange's buffer; the datagram is copied to buf[:cap(buf)], as much as fits
-	n        int             // the datagram's length once delivered, which may exceed cap(buf)
-	err      error           // a socket or context error delivered instead of a datagram
-	ready    chan struct{}   // capacity 1: signalled on delivery
-	ctx      context.Context // the exchange's, polled by the reader for cancellation (see expire)
-	deadline time.Time       // when the reader ends the wait; zero for none
-}
-
 // NewUDP returns a transport to the upstream at addr (IP:PORT). It opens no
 // socket until the first exchange; the options tune the TCP fallback.
 func NewUDP(addr string, opts ...Option) *UDP {
-	return &UDP{
-		addr:      addr,
-		label:     "udp://" + addr,
-		tcp:       NewTCP(addr, opts...),
-		socketIDs: udpSocketIDs,
-		socks:     make(map[*udpSock]struct{}),
+	u := &UDP{
+		addr:  addr,
+		label: "udp://" + addr,
+		tcp:   NewTCP(addr, opts...),
 	}
+	u.dialer = &udpDialer{addr: addr, label: u.label, dials: &u.dials}
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		u.peer = ap
+	}
+	u.portable = !havePoller || !u.peer.IsValid()
+	return u
 }
 
 // Exchange sends q and returns its answer, retrying over TCP when the
 // answer is truncated, as the Exchanger contract says: q.Packed goes out
-// with a wire ID of the socket's, and an answer whose bytes LayoutAnswer
-// vouches for comes back in q.Buf as it was read. Any other answer is
-// parsed and returned as Msg. Errors name the upstream and keep their
-// chain: the sentinels of this package, context errors, net timeouts and
-// syscall errors (a closed port reports syscall.ECONNREFUSED) all match
-// with errors.Is.
+// with a random wire ID, and an answer whose bytes LayoutAnswer vouches
+// for comes back in q.Buf as it was read. Any other answer is parsed and
+// returned as Msg. Errors name the upstream and keep their chain: the
+// sentinels of this package, context errors, net timeouts and syscall
+// errors (a closed port reports syscall.ECONNREFUSED) all match with
+// errors.Is.
 func (u *UDP) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
 	a, err := u.exchangeDatagram(ctx, q, expiry)
 	if err != nil || a.Msg == nil || !a.Msg.Truncated {
@@ -137,50 +116,77 @@ func (u *UDP) exchangeDatagram(ctx context.Context, q *Query, expiry time.Time) 
 	return u.send(ctx, q.Msg, q.Packed, buf, bound(ctx, expiry), false)
 }
 
-// send writes query, m packed, with a wire ID of its own in its first two
-// bytes, and waits for the answer, which the socket's reader copies into
-// buf. With raw, an answer that LayoutAnswer vouches for is returned as
-// bytes; every other answer is parsed. A truncated answer is returned as it
-// came, or as a bare truncated header when it did not even parse.
+// send writes query, m packed, with a random wire ID in its first two
+// bytes, on a socket of its own, and waits for the answer, which is read
+// into buf. With raw, an answer that LayoutAnswer vouches for is returned
+// as bytes; every other answer is parsed. A truncated answer is returned as
+// it came, or as a bare truncated header when it did not even parse.
 //
-// The socket's reader bounds the wait: it wakes at the deadline (zero:
-// none) and polls ctx's Err every cancelPoll (see expire), so that the
-// exchange waits on one channel and arms no timer of its own.
+// The wait ends at deadline (zero: none), and within cancelPoll of ctx's
+// cancellation.
 func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, deadline time.Time, raw bool) (Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return Answer{}, fmt.Errorf("exchanging with %s: %w", u.label, err)
 	}
-	w := u.getWait(buf)
-	w.ctx, w.deadline = ctx, deadline
-	s, id, err := u.register(ctx, w)
+	s, err := u.sockets()
 	if err != nil {
-		u.putWait(w)
 		return Answer{}, err
 	}
-	defer u.unregister(s, id, w)
+	id := uint16(rand.Uint32())
 	binary.BigEndian.PutUint16(query, id)
-	if _, err := s.conn.Write(query); err != nil {
-		// A write reports the ICMP error an earlier datagram earned, if
-		// the reader has not taken it yet, and sends nothing: that error
-		// is the earlier query's (icmp ties it there), so this one is sent
-		// again. A second failure is this write's own.
-		if !isICMPError(err) {
-			return Answer{}, ioError(ctx, "writing to", u.label, err)
-		}
-		if _, err := s.conn.Write(query); err != nil {
-			return Answer{}, ioError(ctx, "writing to", u.label, err)
-		}
+	n, err := s.exchange(ctx, query, buf, id, deadline)
+	if err != nil {
+		return Answer{}, err
 	}
-	<-w.ready
-	return u.answer(ctx, m, query, buf, id, w, raw)
+	return u.answer(m, query, buf, id, n, raw)
 }
 
-// answer decides what the datagram or error delivered to w means.
-func (u *UDP) answer(ctx context.Context, m *dns.Msg, query, buf []byte, id uint16, w *udpWait, raw bool) (Answer, error) {
-	n, err := w.n, w.err // ordered after the reader's writes by ready
-	if err != nil {
-		return Answer{}, ioError(ctx, "reading from", u.label, err)
+// udpSockets is how a UDP transport sends a query on a socket of its own
+// and waits for the answer: the poller on Linux, the dialer anywhere.
+type udpSockets interface {
+	// exchange opens a socket connected to the upstream, writes query
+	// (which carries id), and reads the first datagram that carries id
+	// into buf[:cap(buf)], as much as fits; it returns the datagram's
+	// whole length, which may exceed cap(buf). Datagrams with another ID
+	// are dropped. The wait ends at deadline (zero: none) or within
+	// cancelPoll of ctx's end, with a context error. Errors name the
+	// upstream and the step that failed.
+	exchange(ctx context.Context, query, buf []byte, id uint16, deadline time.Time) (int, error)
+
+	// close fails the exchanges waiting with net.ErrClosed, and the
+	// later ones, and returns once every goroutine of its own has ended.
+	close()
+}
+
+// sockets returns what the next exchange goes through, starting the
+// poller on the first exchange that needs it.
+func (u *UDP) sockets() (udpSockets, error) {
+	if u.portable {
+		return u.dialer, nil
 	}
+	if p := u.poller.Load(); p != nil {
+		return p, nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil, fmt.Errorf("exchanging with %s: %w", u.label, net.ErrClosed)
+	}
+	if p := u.poller.Load(); p != nil {
+		return p, nil
+	}
+	p, err := newUDPPoller(u.peer, u.label, &u.dials)
+	if err != nil {
+		// A local error (the descriptor limit): the next exchange
+		// tries again.
+		return nil, fmt.Errorf("exchanging with %s: %w", u.label, err)
+	}
+	u.poller.Store(p)
+	return p, nil
+}
+
+// answer decides what the datagram of n bytes in buf means.
+func (u *UDP) answer(m *dns.Msg, query, buf []byte, id uint16, n int, raw bool) (Answer, error) {
 	if n > cap(buf) && Flags(buf[:cap(buf)])&FlagQR != 0 {
 		// Larger than anything we asked for (our query said
 		// EDNSSize, and the buffer holds more): cut short, it would
@@ -206,183 +212,6 @@ func (u *UDP) answer(ctx context.Context, m *dns.Msg, query, buf []byte, id uint
 	return Answer{Msg: r}, nil
 }
 
-// register files w under a fresh wire ID on the current socket, opening a
-// new socket when there is none or the current one is spent.
-func (u *UDP) register(ctx context.Context, w *udpWait) (*udpSock, uint16, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.closed {
-		return nil, 0, fmt.Errorf("exchanging with %s: %w", u.label, net.ErrClosed)
-	}
-	s := u.cur
-	if s == nil || s.retired || s.ids.count >= u.socketIDs {
-		if s != nil {
-			u.retire(s)
-		}
-		// Dialling UDP sends nothing: it binds a port and sets the
-		// peer, so holding the lock over it costs no round trip.
-		nc, err := u.dialer.DialContext(ctx, "udp", u.addr)
-		if err != nil {
-			return nil, 0, ioError(ctx, "dialing", u.label, err)
-		}
-		u.dials.Add(1)
-		if uc, ok := nc.(*net.UDPConn); ok {
-			// Every answer in flight queues on this one socket: ask for
-			// room for a burst (the kernel caps it at net.core.rmem_max).
-			_ = uc.SetReadBuffer(udpSocketBuffer)
-			recvICMPErrors(uc)
-		}
-		s = &udpSock{conn: nc}
-		u.cur = s
-		u.socks[s] = struct{}{}
-		u.readers.Add(1)
-		go u.read(s)
-	}
-	id := s.ids.add(w)
-	if wake, sooner := wakeFor(s.armed, w.deadline); sooner {
-		s.arm(wake)
-	}
-	return s, id, nil
-}
-
-// arm has s's reader wake at t (zero: never) to look at its waits.
-// The caller holds u.mu.
-func (s *udpSock) arm(t time.Time) {
-	s.armed = t
-	_ = s.conn.SetReadDeadline(t) // fails only on a closed socket, whose reader is ending
-}
-
-// unregister ends w's exchange on s: its ID stays used, with no one
-// waiting, so that a late answer is dropped and the ID never comes back on
-// this socket; a retired socket whose last exchange this was is closed.
-func (u *UDP) unregister(s *udpSock, id uint16, w *udpWait) {
-	u.mu.Lock()
-	s.ids.remove(id)
-	closing := s.retired && s.ids.live == 0
-	if closing {
-		delete(u.socks, s)
-	}
-	u.mu.Unlock()
-	if closing {
-		_ = s.conn.Close() // its reader ends
-	}
-	u.putWait(w)
-}
-
-// retire takes s out of service: no new exchange registers on it, and it
-// is closed when its last one ends. The caller holds u.mu.
-func (u *UDP) retire(s *udpSock) {
-	s.retired = true
-	if u.cur == s {
-		u.cur = nil
-	}
-	if s.ids.live == 0 {
-		delete(u.socks, s)
-		_ = s.conn.Close()
-	}
-}
-
-// read is s's reader: it hands each datagram to the exchange whose ID it
-// carries, until s is closed.
-func (u *UDP) read(s *udpSock) {
-	defer u.readers.Done()
-	buf := getBuf(maxMsgLen)
-	defer putBuf(buf)
-	for {
-		n, err := s.conn.Read(buf)
-		if errors.Is(err, net.ErrClosed) {
-			u.fail(s, err)
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			u.expire(s)
-			continue
-		}
-		if err != nil {
-			// An ICMP error (a closed port: ECONNREFUSED), which anyone
-			// on the path can forge. It costs only the exchanges whose
-			// queries it quotes, never every exchange on the socket.
-			u.icmp(s, err)
-			continue
-		}
-		if n < 2 {
-			continue // no ID: nobody's
-		}
-		id := binary.BigEndian.Uint16(buf)
-		u.mu.Lock()
-		w := s.ids.get(id)
-		if w != nil && w.n == 0 && w.err == nil {
-			// A datagram larger than the exchange's buffer keeps its
-			// length, so that the exchange sees it was cut (see answer).
-			copy(w.buf[:cap(w.buf)], buf[:n])
-			w.n = n
-			w.ready <- struct{}{}
-		}
-		u.mu.Unlock()
-	}
-}
-
-// expire is s's reader waking at the time it was armed for: every wait on
-// s whose deadline has passed gets context.DeadlineExceeded, every wait
-// whose context has ended gets the context's error, and the reader is armed
-// again for the earliest deadline of the others or the next cancellation
-// poll, whichever is first. Waits end at their deadline, as a timer of
-// their own would end them, and notice a cancellation within cancelPoll.
-func (u *UDP) expire(s *udpSock) {
-	now := time.Now()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var next time.Time
-	for _, e := range s.ids.table {
-		w := e.w
-		if w == nil || w.n != 0 || w.err != nil {
-			continue
-		}
-		if err := waitEnded(w.ctx, w.deadline, now); err != nil {
-			w.err = err
-			w.ready <- struct{}{}
-			continue
-		}
-		next = foldWake(next, now, w.deadline)
-	}
-	s.arm(next)
-}
-
-// icmp delivers err, an ICMP error the socket reported, to the exchanges
-// whose queries the errors queued on s quote (see quotedIDs), and to no
-// other: one forged datagram must not fail every exchange on a shared
-// socket, each of them a recorded failure of the upstream. An ICMP error
-// that quotes no query of ours fails nothing; its exchange, if any, waits
-// for its answer or its deadline.
-func (u *UDP) icmp(s *udpSock, err error) {
-	uc, ok := s.conn.(*net.UDPConn)
-	if !ok {
-		return
-	}
-	var buf [8]uint16
-	ids := quotedIDs(uc, buf[:0])
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, id := range ids {
-		if w := s.ids.get(id); w != nil && w.n == 0 && w.err == nil {
-			w.err = err
-			w.ready <- struct{}{}
-		}
-	}
-}
-
-// fail delivers err to every exchange waiting on s: its socket is closed.
-func (u *UDP) fail(s *udpSock, err error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, e := range s.ids.table {
-		if w := e.w; w != nil && w.n == 0 && w.err == nil {
-			w.err = err
-			w.ready <- struct{}{}
-		}
-	}
-}
-
 // isICMPError reports whether err is how a socket reports an ICMP error
 // that reached it: port or host unreachable, and the like.
 func isICMPError(err error) bool {
@@ -391,40 +220,27 @@ func isICMPError(err error) bool {
 		errors.Is(err, syscall.EPROTO)
 }
 
-// getWait returns a registration for an exchange reading into buf.
-func (u *UDP) getWait(buf []byte) *udpWait {
-	w, ok := u.waits.Get().(*udpWait)
-	if !ok {
-		w = &udpWait{ready: make(chan struct{}, 1)}
+// quotes reports whether id is among the IDs an ICMP error quoted.
+func quotes(ids []uint16, id uint16) bool {
+	for _, q := range ids {
+		if q == id {
+			return true
+		}
 	}
-	w.buf = buf
-	return w
+	return false
 }
 
-// putWait keeps w for another exchange; nothing refers to it any more.
-func (u *UDP) putWait(w *udpWait) {
-	select {
-	case <-w.ready:
-	default:
-	}
-	w.buf, w.n, w.err, w.ctx, w.deadline = nil, 0, nil, nil, time.Time{}
-	u.waits.Put(w)
-}
-
-// Close closes the sockets, which fails the exchanges waiting on them with
-// net.ErrClosed, waits for their readers to end, and closes the TCP
-// fallback's idle connections. Exchanges after Close fail.
+// Close fails the exchanges waiting with net.ErrClosed, waits for the
+// poller's goroutine to end, and closes the TCP fallback's idle
+// connections. Exchanges after Close fail.
 func (u *UDP) Close() error {
 	u.mu.Lock()
 	u.closed = true
-	u.cur = nil
-	socks := u.socks
-	u.socks = make(map[*udpSock]struct{})
+	p := u.poller.Load()
 	u.mu.Unlock()
-
-	for s := range socks {
-		_ = s.conn.Close()
+	if p != nil {
+		p.close()
 	}
-	u.readers.Wait()
+	u.dialer.close()
 	return u.tcp.Close()
 }

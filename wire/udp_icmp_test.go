@@ -9,21 +9,27 @@ import (
 	"github.com/miekg/dns"
 )
 
-// An ICMP error on a shared socket costs only the exchange whose query it
-// quotes. Five exchanges wait on a server that holds their queries; the
-// server's port closes, and a sixth query earns a real ICMP port
-// unreachable. The sixth fails with ECONNREFUSED; the five go on waiting,
-// and are answered when a server on the same port sends their answers.
-// Before the fix every exchange waiting on the socket failed with the
-// sixth's error (one forged ICMP datagram, many recorded failures): the
-// five failed here with ECONNREFUSED instead of their answers.
+// An ICMP error costs only the exchange whose query it quotes. Five
+// exchanges wait on a server that holds their queries; the server's port
+// closes, and a sixth query earns a real ICMP port unreachable. The sixth
+// fails with ECONNREFUSED; the five go on waiting, and are answered when a
+// server on the same port sends their answers. Before the fix every
+// exchange waiting on the shared socket failed with the sixth's
+// error (one forged ICMP datagram, many recorded failures): the five
+// failed here with ECONNREFUSED instead of their answers.
 func TestUDPICMPErrorFailsOnlyItsQuery(t *testing.T) {
+	for _, kind := range udpKinds {
+		t.Run(kind.name, func(t *testing.T) { testICMPErrorFailsOnlyItsQuery(t, kind.new) })
+	}
+}
+
+func testICMPErrorFailsOnlyItsQuery(t *testing.T, newUDP func(testing.TB, string) *UDP) {
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := pc.LocalAddr().(*net.UDPAddr)
-	u := newTestUDP(t, addr.String())
+	u := newUDP(t, addr.String())
 
 	const held = 5
 	results := make(chan error, held)
