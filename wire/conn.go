@@ -62,8 +62,8 @@ func watch(ctx context.Context, c net.Conn, deadline time.Time) (stop func() boo
 	return context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 }
 
-// cancelPoll is how often the reader of a shared socket or connection
-// (UDP.expire, dotConn.expire) polls the contexts of the exchanges waiting
+// cancelPoll is how often the goroutine that waits for a transport's
+// answers (udpPoller.expire, dotConn.expire) polls the contexts of the exchanges waiting
 // on it for cancellation. Each exchange's deadline ends it exactly; a
 // cancellation (a shutdown that ran out of time) only needs noticing soon,
 // and polling spares every exchange a registration with its context,
