@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
@@ -46,7 +47,14 @@ func runDaemon(tb testing.TB, src string, opts options) *started {
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
-	d, err := newDaemon(cfg, nil, opts)
+	return startConfig(tb, cfg, nil, opts)
+}
+
+// startConfig starts a daemon on cfg with the logger log (nil: none) and
+// the test seams opts, and shuts it down when the test ends.
+func startConfig(tb testing.TB, cfg *config.Config, log *zap.Logger, opts options) *started {
+	tb.Helper()
+	d, err := newDaemon(cfg, log, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

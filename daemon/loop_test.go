@@ -118,22 +118,8 @@ address = "udp://192.0.2.1:53" # never used: lateUpstream stands in for it
 		}
 		return nil
 	}))
-	d, err := newDaemon(cfg, log, options{exchanger: func(int, wire.Exchanger) wire.Exchanger { return ld.up }})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := d.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			tb.Errorf("shutdown: %v", err)
-		}
-	})
-	udp, tcp := d.Addrs()
-	ld.observed = &observed{started: &started{d: d, udp: udp[0].String(), tcp: tcp[0].String()}, admin: "http://" + d.AdminAddr().String()}
+	st := startConfig(tb, cfg, log, options{exchanger: func(int, wire.Exchanger) wire.Exchanger { return ld.up }})
+	ld.observed = &observed{started: st, admin: "http://" + st.d.AdminAddr().String()}
 	return ld
 }
 
