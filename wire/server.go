@@ -22,6 +22,7 @@ const (
 	DefaultTCPIdleTimeout       = 10 * time.Second
 	DefaultMaxTCPConnections    = 1024
 	DefaultMaxConcurrentQueries = 4096
+	DefaultUDPBatch             = 16
 )
 
 // Request is one client query as received.
@@ -148,6 +149,12 @@ type Server struct {
 	// them do so in parallel. Default 1.
 	UDPSockets int
 
+	// UDPBatch is how many datagrams a UDP reader takes from its socket
+	// with one system call at most, and so how many answers it made itself
+	// it sends with one (recvmmsg and sendmmsg, on Linux; elsewhere one at
+	// a time). 1 reads them one at a time. Default DefaultUDPBatch.
+	UDPBatch int
+
 	// Logger receives operational logs, or nil for none.
 	Logger *zap.Logger
 
@@ -267,7 +274,7 @@ func (s *Server) Start() error {
 		s.udpSenders.Add(1)
 		s.wg.Go(func() {
 			defer s.udpSenders.Done()
-			s.readUDP(pc)
+			s.readUDPBatches(pc, positiveOr(s.UDPBatch, DefaultUDPBatch))
 		})
 		s.log.Info("serving", zap.String("proto", "udp"), zap.Stringer("addr", pc.LocalAddr()))
 	}

@@ -30,9 +30,8 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 	if la, ok := pc.LocalAddr().(*net.UDPAddr); ok && la.IP.IsUnspecified() && pktinfoLen > 0 {
 		oob = make([]byte, 2*pktinfoLen)
 	}
-	fast, _ := s.Handler.(FastHandler)
+	r := s.newUDPReader(pc)
 	out := make([]byte, 0, clientAnswerBufLen) // answers built on this goroutine
-	req := new(Request)                        // the fast path's, reused: one allocation per reader
 	for {
 		var n int
 		var from netip.AddrPort
@@ -55,50 +54,71 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 			s.log.Debug("reading udp", zap.Error(err))
 			continue
 		}
-		if n < HeaderLen {
-			continue // not even a header to answer to
-		}
-		client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		var state any
-		if fast != nil {
-			// Answered here when no resolver is needed: no handoff.
-			*req = Request{Raw: buf[:n], Proto: "udp", Client: client, Answer: out[:0]}
-			if answer, handled := s.handleFast(fast, req); handled {
-				if answer != nil {
-					s.writeUDP(pc, answer, from, local, ifindex)
-				}
-				continue
-			}
-			state = req.State
-		}
-		count, ok := s.admit(client.Addr())
-		if !ok {
-			if state != nil {
-				fast.Abandon(req)
-			}
-			if refused := s.refuse(buf[:n], "udp", client); refused != nil {
-				s.writeUDP(pc, refused, from, local, ifindex)
-			}
-			continue
-		}
-		q := getClientQuery(n, "udp", client)
-		copy(q.buf, buf[:n])
-		q.req.State, q.count = state, count
-		if q.out == nil {
-			q.out = make([]byte, 0, clientAnswerBufLen)
-		}
-		q.req.Answer = q.out[:0]
-		job := udpJob{pc: pc, q: q, to: from, local: local, ifindex: ifindex}
-		select {
-		case s.udpWork <- job:
-		default:
-			// No worker is idle. The Add is safe against Shutdown's Wait
-			// because this reader is itself counted, so the counter is
-			// never zero here.
-			s.wg.Add(1)
-			go s.udpWorker(job)
+		if answer := r.take(buf[:n], from, local, ifindex, out); answer != nil {
+			s.writeUDP(pc, answer, from, local, ifindex)
 		}
 	}
+}
+
+// udpReader is what a UDP reader loop keeps between datagrams.
+type udpReader struct {
+	s    *Server
+	pc   *net.UDPConn
+	fast FastHandler // the Handler, when it is one
+	req  *Request    // the fast path's, reused: one allocation per reader
+}
+
+func (s *Server) newUDPReader(pc *net.UDPConn) *udpReader {
+	fast, _ := s.Handler.(FastHandler)
+	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request)}
+}
+
+// take serves the datagram raw that came from from (to local, on
+// interface ifindex, on a wildcard socket): answered on the reader when
+// the FastHandler can, refused past admission, or copied into a pooled
+// buffer and handed to an idle worker, or to a new one when none is idle.
+// It returns the answer for the reader to send, or nil. An answer made
+// here is built in out (its capacity) or in memory of its own.
+func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifindex int32, out []byte) []byte {
+	s := r.s
+	if len(raw) < HeaderLen {
+		return nil // not even a header to answer to
+	}
+	client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	var state any
+	if r.fast != nil {
+		// Answered here when no resolver is needed: no handoff.
+		*r.req = Request{Raw: raw, Proto: "udp", Client: client, Answer: out[:0]}
+		if answer, handled := s.handleFast(r.fast, r.req); handled {
+			return answer
+		}
+		state = r.req.State
+	}
+	count, ok := s.admit(client.Addr())
+	if !ok {
+		if state != nil {
+			r.fast.Abandon(r.req)
+		}
+		return s.refuse(raw, "udp", client)
+	}
+	q := getClientQuery(len(raw), "udp", client)
+	copy(q.buf, raw)
+	q.req.State, q.count = state, count
+	if q.out == nil {
+		q.out = make([]byte, 0, clientAnswerBufLen)
+	}
+	q.req.Answer = q.out[:0]
+	job := udpJob{pc: r.pc, q: q, to: from, local: local, ifindex: ifindex}
+	select {
+	case s.udpWork <- job:
+	default:
+		// No worker is idle. The Add is safe against Shutdown's Wait
+		// because this reader is itself counted, so the counter is
+		// never zero here.
+		s.wg.Add(1)
+		go s.udpWorker(job)
+	}
+	return nil
 }
 
 // udpWorkerIdle is the UDP worker reaper's period: workers beyond the most

@@ -1,0 +1,209 @@
+package wire
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+)
+
+// A batch takes every datagram queued on the socket with one recvmmsg,
+// each with its own sender and bytes, and sends the answers queued for
+// them with one sendmmsg, each to its own sender.
+func TestUDPBatchReadsAndAnswersTogether(t *testing.T) {
+	t.Parallel()
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rc, err := pc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients, each = 3, 4
+	conns := make([]*net.UDPConn, clients)
+	sent := map[uint16]netip.AddrPort{} // query ID → its sender
+	for c := range conns {
+		conns[c], err = net.DialUDP("udp", nil, pc.LocalAddr().(*net.UDPAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conns[c].Close()
+		for k := range each {
+			id := uint16(100*c + k)
+			if _, err := conns[c].Write(pack(t, newQuery(id, fmt.Sprintf("q%d.example.", id)))); err != nil {
+				t.Fatal(err)
+			}
+			sent[id] = conns[c].LocalAddr().(*net.UDPAddr).AddrPort()
+		}
+	}
+
+	b := newUDPBatch(16, false)
+	got, largest := 0, 0
+	pc.SetReadDeadline(time.Now().Add(ioTimeout))
+	for got < clients*each {
+		b.reset()
+		if err := rc.Read(b.recv); err != nil || b.err != nil {
+			t.Fatalf("after %d datagrams: %v %v", got, err, b.err)
+		}
+		largest = max(largest, b.n)
+		for i := range b.n {
+			raw, cut, from, _, _ := b.datagram(i)
+			id := binary.BigEndian.Uint16(raw)
+			var q dns.Msg
+			if err := q.Unpack(raw); err != nil || cut || q.Question[0].Name != fmt.Sprintf("q%d.example.", id) {
+				t.Fatalf("datagram %d: %v cut %v %v", i, err, cut, q.Question)
+			}
+			if from != sent[id] {
+				t.Fatalf("query %d from %v, sent from %v", id, from, sent[id])
+			}
+			answer := append(b.answerBuf(i), raw...)
+			answer[2] |= 0x80 // QR
+			b.queue(i, answer, netip.Addr{}, 0)
+		}
+		got += b.n
+		if b.flush(rc, zap.NewNop()); b.sent != b.nout {
+			t.Fatalf("sent %d of %d answers", b.sent, b.nout)
+		}
+	}
+	if largest < 2 {
+		t.Errorf("the largest batch held %d datagram: all %d were queued before the first read", largest, got)
+	}
+	buf := make([]byte, 512)
+	for c, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(ioTimeout))
+		for k := range each {
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("client %d, answer %d: %v", c, k, err)
+			}
+			if id := binary.BigEndian.Uint16(buf); n < HeaderLen || sent[id] != conn.LocalAddr().(*net.UDPAddr).AddrPort() || Flags(buf)&FlagQR == 0 {
+				t.Fatalf("client %d got answer %d (%d bytes), not one of its own", c, id, n)
+			}
+		}
+	}
+}
+
+// Queries sent in bursts, faster than they are answered, are each answered
+// once, whether the reader takes them one at a time or in batches, on the
+// fast path and through workers, over IPv4 and IPv6; the handler sees each
+// client's own address.
+func TestServerUDPBursts(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []int{1, DefaultUDPBatch} {
+		for _, ip := range []string{"127.0.0.1", "::1"} {
+			t.Run(fmt.Sprintf("batch %d %s", batch, ip), func(t *testing.T) {
+				t.Parallel()
+				h := &fastEcho{}
+				s := &Server{Handler: h, UDPBatch: batch, Listen: []string{net.JoinHostPort(ip, "0")}}
+				if err := s.Start(); err != nil {
+					if ip == "::1" {
+						t.Skipf("no IPv6 loopback: %v", err)
+					}
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if err := s.Shutdown(ctx); err != nil {
+						t.Errorf("Shutdown: %v", err)
+					}
+				})
+				udp, _ := s.Addrs()
+				burst(t, udp[0].String(), 3, 60)
+				if f, w := h.fast.Load(), h.slow.Load(); f != 90 || w != 90 {
+					t.Errorf("fast path %d, workers %d; want 90 and 90", f, w)
+				}
+			})
+		}
+	}
+}
+
+// burst has each of clients sockets send n queries at once, half of them
+// for the fast path, then read every answer, and checks that each query
+// was answered once with its sender's address.
+func burst(t *testing.T, addr string, clients, n int) {
+	t.Helper()
+	for c := range clients {
+		conn, err := net.Dial("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for k := range n {
+			name := fmt.Sprintf("w%d.example.", k)
+			if k%2 == 0 {
+				name = fmt.Sprintf("f%d.fast.", k)
+			}
+			if _, err := conn.Write(pack(t, newQuery(uint16(k), name))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := make([]bool, n)
+		buf := make([]byte, 512)
+		conn.SetReadDeadline(time.Now().Add(ioTimeout))
+		for range n {
+			m, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("client %d after %d answers: %v", c, countTrue(seen), err)
+			}
+			var r dns.Msg
+			if err := r.Unpack(buf[:m]); err != nil || int(r.Id) >= n || seen[r.Id] || len(r.Answer) != 1 {
+				t.Fatalf("client %d: answer %v (%v), or seen before", c, r.Id, err)
+			}
+			seen[r.Id] = true
+			if txt := r.Answer[0].(*dns.TXT).Txt; txt[1] != conn.LocalAddr().String() {
+				t.Fatalf("client %d: the handler saw %v, the client is %v", c, txt[1], conn.LocalAddr())
+			}
+		}
+	}
+}
+
+func countTrue(bs []bool) (n int) {
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// A datagram larger than any query (cut short by the kernel in a batch)
+// is answered FORMERR from its header, and the reader goes on.
+func TestServerOversizedQueryFormErr(t *testing.T) {
+	t.Parallel()
+	udp, _ := startServer(t, &Server{Handler: &fastEcho{}})
+	conn, err := net.Dial("udp", udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	q := pack(t, newQuery(4242, "big.fast."))
+	big := append(q, make([]byte, udpBatchBufLen+1000)...) // trailing bytes past the question
+	if _, err := conn.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(ioTimeout))
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r dns.Msg
+	if err := r.Unpack(buf[:n]); err != nil || r.Id != 4242 || r.Rcode != dns.RcodeFormatError {
+		t.Fatalf("answer %v (%v), want FORMERR to 4242", r.MsgHdr, err)
+	}
+	if _, err := conn.Write(q); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = conn.Read(buf); err != nil || r.Unpack(buf[:n]) != nil || r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("the next query: %v %v", err, r.MsgHdr)
+	}
+}
