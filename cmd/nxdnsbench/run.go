@@ -33,6 +33,7 @@ type runConfig struct {
 	dot                bool // also dnsperf through nxdnsd with DoT upstreams
 	hits               bool // also the cache-hit rows
 	hitNames           int  // distinct names in the hits rows' query file
+	forwardCache       bool // the forwarding row with nxdnsd's cache on: the miss path
 
 	// dnsdist is whether dnsdist is measured beside nxdnsd; dnsdistBin its
 	// binary, and dnsdistSkip why it is not measured when it is not.
@@ -68,6 +69,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&c.dot, "dot", false, "with -throughput: one more dnsperf run, through nxdnsd with the fakes as DNS-over-TLS upstreams")
 	fs.BoolVar(&c.hits, "hits", true, "with -throughput: the cache-hit rows, dnsperf with -hit-names names asked over and over: at the fake, through nxdnsd with its cache on, through dnsdist with a packet cache")
 	fs.IntVar(&c.hitNames, "hit-names", 1000, "distinct names in the hits rows' query file")
+	fs.BoolVar(&c.forwardCache, "forward-cache", false, "the forwarding row with nxdnsd's cache on, so that every query is a miss: the miss path's cost (a binary without a cache forwards as it is)")
 	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
 	fs.StringVar(&c.dnsdistBin, "dnsdist-bin", "dnsdist", "dnsdist binary")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
@@ -328,7 +330,7 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	if err != nil {
 		return nil, err
 	}
-	conf.Cache = t.cache.enabled(false) // this row measures forwarding
+	conf.Cache = t.cache.enabled(c.forwardCache) // this row measures forwarding: off, or every query a miss
 	nx, err := startChild(ctx, c.nxdnsd, dir, "throughput", conf)
 	if err != nil {
 		return nil, err
