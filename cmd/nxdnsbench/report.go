@@ -56,11 +56,16 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- machine: %d × %s; %s; commit %s; %s\n", m.CPUs, m.CPUModel, m.GoVersion, m.Commit, m.Nxdnsd)
 	fmt.Fprintf(&b, "- load average (1, 5, 15 min) before: %s, after: %s; whole run %v\n",
 		m.LoadStart, m.LoadEnd, r.wall.Round(time.Second))
+	b.WriteString(conntrackLine(m.ConntrackStart, m.ConntrackEnd))
 	fmt.Fprintf(&b, "- nxdnsd: shipped defaults (attempt 2500 ms, total 5000 ms), two plain-UDP upstreams, both in-process fakes of nxdnsbench on loopback\n")
 	t := r.throughput
 	if t != nil {
 		if t.cache.Has {
-			fmt.Fprintf(&b, "- nxdnsd's answer cache: `[cache] enabled = false` for the forwarding rows (UDP and DoT), `enabled = true` (other keys at their defaults) for the hits row; the fault bursts keep the shipped default\n")
+			fwd := "`[cache] enabled = false` for the forwarding rows (UDP and DoT)"
+			if r.cfg.forwardCache {
+				fwd = "`[cache] enabled = true` for the forwarding rows (UDP and DoT; -forward-cache: every query a miss)"
+			}
+			fmt.Fprintf(&b, "- nxdnsd's answer cache: %s, `enabled = true` (other keys at their defaults) for the hits row; the fault bursts keep the shipped default\n", fwd)
 		} else {
 			fmt.Fprintf(&b, "- nxdnsd's answer cache: none in this build (`nxdnsd -check` refuses a `[cache]` table: %s); the forwarding rows' configuration has no `[cache]` table\n",
 				strings.TrimSpace(t.cache.Refusal))

@@ -146,6 +146,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	rep.machine.LoadEnd = loadAverage()
+	rep.machine.ConntrackEnd = readConntrack()
 	rep.wall = time.Since(rep.machine.Started)
 
 	text := rep.markdown()

@@ -125,6 +125,8 @@ type machine struct {
 	LoadStart string // /proc/loadavg's 1, 5 and 15 minute figures
 	LoadEnd   string
 	Started   time.Time
+
+	ConntrackStart, ConntrackEnd conntrack
 }
 
 func readMachine(ctx context.Context, nxdnsd string) machine {
@@ -136,6 +138,8 @@ func readMachine(ctx context.Context, nxdnsd string) machine {
 		Nxdnsd:    command(ctx, nxdnsd, "-version"),
 		LoadStart: loadAverage(),
 		Started:   time.Now().UTC(),
+
+		ConntrackStart: readConntrack(),
 	}
 	return m
 }
@@ -178,4 +182,78 @@ func command(ctx context.Context, name string, args ...string) string {
 		return "?"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// conntrack is the kernel's connection tracking as a run found it. With it
+// loaded (a firewall, NAT, a container runtime's rules), every upstream
+// query from a port of its own is an entry for 30 s
+// (nf_conntrack_udp_timeout): at tens of thousands of queries a second the
+// table fills, and the kernel drops packets it cannot track, which shows
+// as lost queries and 2.5 s attempts in the figures.
+type conntrack struct {
+	On         bool
+	Count, Max int
+	Drops      uint64 // the drop and insert_failed columns of /proc/net/stat/nf_conntrack, all CPUs
+}
+
+func readConntrack() conntrack {
+	count, err1 := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_count")
+	limit, err2 := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max")
+	if err1 != nil || err2 != nil {
+		return conntrack{}
+	}
+	ct := conntrack{On: true}
+	ct.Count, _ = strconv.Atoi(strings.TrimSpace(string(count)))
+	ct.Max, _ = strconv.Atoi(strings.TrimSpace(string(limit)))
+	ct.Drops = conntrackDrops()
+	return ct
+}
+
+// conntrackDrops sums, over the CPUs, the packets connection tracking
+// dropped: its statistics' drop and insert_failed columns, named by the
+// file's header line.
+func conntrackDrops() uint64 {
+	b, err := os.ReadFile("/proc/net/stat/nf_conntrack")
+	if err != nil {
+		return 0
+	}
+	return parseConntrackDrops(b)
+}
+
+func parseConntrackDrops(b []byte) uint64 {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 {
+		return 0
+	}
+	var cols []int
+	for i, name := range strings.Fields(lines[0]) {
+		if name == "drop" || name == "insert_failed" {
+			cols = append(cols, i)
+		}
+	}
+	var sum uint64
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		for _, i := range cols {
+			if i < len(f) {
+				v, _ := strconv.ParseUint(f[i], 16, 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// conntrackLine says in the report what connection tracking did during
+// the run.
+func conntrackLine(start, end conntrack) string {
+	if !start.On {
+		return "- connection tracking: not loaded\n"
+	}
+	s := fmt.Sprintf("- connection tracking (nf_conntrack): %d of %d entries before, %d after; %d packets dropped during the run",
+		start.Count, start.Max, end.Count, end.Drops-start.Drops)
+	if end.Drops > start.Drops {
+		s += " — **the table was full: lost queries and 2.5 s attempts in this run are the kernel's, not comparable** (exempt loopback from tracking or raise nf_conntrack_max, see docs/operations.md)"
+	}
+	return s + "\n"
 }
