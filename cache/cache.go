@@ -11,7 +11,8 @@ import (
 type Config struct {
 	// MaxBytes bounds the memory of the entries: each weighs its answer's
 	// bytes as allocated, its name and entryOverhead. The frequency
-	// sketch, MaxBytes/64 bytes, comes on top. cache.size_mib << 20.
+	// sketch, MaxBytes/64 bytes, and its doorkeeper, MaxBytes/32, come on
+	// top. cache.size_mib << 20.
 	MaxBytes int
 	// MinTTL and MaxTTL clamp every TTL of a positive answer, and so its
 	// lifetime.

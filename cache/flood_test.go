@@ -154,7 +154,7 @@ func measureBound(t *testing.T, sizes []int) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	c := New(cfg)
-	sketch := int64(len(c.sketch.table) * 8)
+	sketch := int64(len(c.sketch.table)*8 + len(c.sketch.door)*8) // the counters and the doorkeeper
 	puts := 0
 	for _, upTo := range []int{2_000, 8_000, 20_000, 50_000, 200_000} {
 		for ; puts < upTo; puts++ {
