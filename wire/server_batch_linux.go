@@ -83,7 +83,10 @@ func newUDPBatch(size int, wildcard bool) *udpBatch {
 	}
 	b.recv = func(fd uintptr) bool {
 		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), 0, 0, 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
+		for e == unix.EINTR {
+			n, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), 0, 0, 0)
+		}
+		if e == unix.EAGAIN {
 			return false // wait for the socket to be readable again
 		}
 		b.n, b.err = int(n), nil
@@ -94,7 +97,10 @@ func newUDPBatch(size int, wildcard bool) *udpBatch {
 	}
 	b.send = func(fd uintptr) bool {
 		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
+		for e == unix.EINTR {
+			n, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
+		}
+		if e == unix.EAGAIN {
 			return false // wait for room in the send buffer
 		}
 		if e != 0 {
