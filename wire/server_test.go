@@ -25,12 +25,15 @@ import (
 // broken; the behaviour under test uses much shorter deadlines.
 const ioTimeout = 2 * time.Second
 
-// startServer starts s on an ephemeral loopback port and shuts it down when
-// the test ends. Tests that block their handler must unblock it in a
-// cleanup registered after this call (cleanups run last-in first-out).
+// startServer starts s on an ephemeral loopback port (127.0.0.1, unless
+// s.Listen names another) and shuts it down when the test ends. Tests that
+// block their handler must unblock it in a cleanup registered after this
+// call (cleanups run last-in first-out).
 func startServer(tb testing.TB, s *Server) (udpAddr, tcpAddr string) {
 	tb.Helper()
-	s.Listen = []string{"127.0.0.1:0"}
+	if len(s.Listen) == 0 {
+		s.Listen = []string{"127.0.0.1:0"}
+	}
 	if err := s.Start(); err != nil {
 		tb.Fatalf("Start: %v", err)
 	}
