@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/miekg/dns"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -22,10 +21,11 @@ import (
 // nothing queued it costs what recvfrom did. Queries for workers are handed
 // on as each is read, before the batch's answers go out.
 
-// udpBatchBufLen is the room for each datagram of a batch. A client query
-// that does not fit (nothing a resolver sends: a query carries one
-// question and an OPT record) is cut short by the kernel, which says so;
-// it is answered FORMERR from its header.
+// udpBatchBufLen is the room for each datagram of a batch. Of a longer
+// one (nothing a resolver sends: a query carries one question and an OPT
+// record) the handler gets the first udpBatchBufLen bytes, and its rules
+// decide: a query whose records run past them is malformed, answered
+// FORMERR, counted and logged as any other.
 const udpBatchBufLen = 4096
 
 // mmsghdr is struct mmsghdr: a msghdr and the length the kernel read or
@@ -129,10 +129,10 @@ func (b *udpBatch) reset() {
 	b.nout, b.sent = 0, 0
 }
 
-// datagram returns the i-th datagram read, whether the kernel cut it
-// short, its sender, and on a wildcard socket the address it was sent to
+// datagram returns the i-th datagram read (its first udpBatchBufLen
+// bytes), its sender, and on a wildcard socket the address it was sent to
 // with its interface.
-func (b *udpBatch) datagram(i int) (raw []byte, cut bool, from netip.AddrPort, local netip.Addr, ifindex int32) {
+func (b *udpBatch) datagram(i int) (raw []byte, from netip.AddrPort, local netip.Addr, ifindex int32) {
 	h := &b.in[i]
 	n := min(int(h.n), udpBatchBufLen)
 	raw = b.bufs[i*udpBatchBufLen : i*udpBatchBufLen+n]
@@ -140,7 +140,7 @@ func (b *udpBatch) datagram(i int) (raw []byte, cut bool, from netip.AddrPort, l
 	if b.oob != nil {
 		local, ifindex, _ = destination(b.oob[i*2*pktinfoLen : i*2*pktinfoLen+int(h.hdr.Controllen)])
 	}
-	return raw, h.hdr.Flags&unix.MSG_TRUNC != 0, from, local, ifindex
+	return raw, from, local, ifindex
 }
 
 // answerBuf is the memory datagram i's answer may be built in.
@@ -230,18 +230,11 @@ func (s *Server) readUDPBatches(pc *net.UDPConn, batch int) {
 			continue
 		}
 		for i := range b.n {
-			raw, cut, from, local, ifindex := b.datagram(i)
+			raw, from, local, ifindex := b.datagram(i)
 			if !from.IsValid() {
 				continue
 			}
-			var answer []byte
-			if cut {
-				// Larger than any query: answered from its header.
-				answer = rawReply(raw, dns.RcodeFormatError)
-			} else {
-				answer = r.take(raw, from, local, ifindex, b.answerBuf(i))
-			}
-			if answer != nil {
+			if answer := r.take(raw, from, local, ifindex, b.answerBuf(i)); answer != nil {
 				b.queue(i, answer, local, ifindex)
 			}
 		}
