@@ -100,3 +100,51 @@ func TestServerWildcardsPerFamily(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = second.Shutdown(t.Context()) })
 }
+
+// Queries sent in a burst to a wildcard listener's several addresses are
+// answered each from the address it asked, also when the reader takes
+// them in one batch and sends their answers with one sendmmsg: each
+// answer carries a source of its own.
+func TestServerAnswersFromTheAddressAskedInBursts(t *testing.T) {
+	t.Parallel()
+	udp, _ := startServer(t, &Server{Handler: &fastEcho{}, Listen: []string{"0.0.0.0:0"}})
+	port := netip.MustParseAddrPort(udp).Port()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	asked := map[uint16]netip.Addr{}
+	for i := range 90 {
+		to := netip.AddrFrom4([4]byte{127, 0, 0, byte(1 + i%3)})
+		q := queryFor("burst.fast.")
+		q.Id = uint16(i)
+		b, _ := q.Pack()
+		if _, err := c.WriteToUDPAddrPort(b, netip.AddrPortFrom(to, port)); err != nil {
+			t.Fatal(err)
+		}
+		asked[q.Id] = to
+	}
+	buf := make([]byte, 1500)
+	if err := c.SetReadDeadline(time.Now().Add(ioTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	for range 90 {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("%d answers missing: %v", len(asked), err)
+		}
+		var r dns.Msg
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		want, ok := asked[r.Id]
+		if !ok {
+			t.Fatalf("answer %d twice, or to no query", r.Id)
+		}
+		if from.Addr() != want {
+			t.Errorf("query %d asked %s: the answer came from %s", r.Id, want, from.Addr())
+		}
+		delete(asked, r.Id)
+	}
+}
