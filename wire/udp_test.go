@@ -27,6 +27,17 @@ var udpKinds = []struct {
 	{"dialer", newDialerUDP},
 }
 
+// eachUDPKind runs test as a parallel subtest with each kind of UDP
+// transport, given the constructor of that kind.
+func eachUDPKind(t *testing.T, test func(t *testing.T, newUDP func(testing.TB, string) *UDP)) {
+	for _, kind := range udpKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, kind.new)
+		})
+	}
+}
+
 // newDialerUDP is newTestUDP with every exchange through the dialer.
 func newDialerUDP(tb testing.TB, addr string) *UDP {
 	tb.Helper()
@@ -46,20 +57,17 @@ func inFlight(u *UDP) int {
 
 func TestUDPAnswerKeepsTheQueryID(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			srv := wiretest.NewServer(t, wiretest.Answer())
-			u := kind.new(t, srv.Addr)
-			checkAnswerLeavesQuery(t, u)
-			if got := srv.UDPQueries(); got != 1 {
-				t.Errorf("server saw %d UDP queries, want 1", got)
-			}
-			if got := srv.TCPQueries(); got != 0 {
-				t.Errorf("server saw %d TCP queries, want 0", got)
-			}
-		})
-	}
+	eachUDPKind(t, func(t *testing.T, newUDP func(testing.TB, string) *UDP) {
+		srv := wiretest.NewServer(t, wiretest.Answer())
+		u := newUDP(t, srv.Addr)
+		checkAnswerLeavesQuery(t, u)
+		if got := srv.UDPQueries(); got != 1 {
+			t.Errorf("server saw %d UDP queries, want 1", got)
+		}
+		if got := srv.TCPQueries(); got != 0 {
+			t.Errorf("server saw %d TCP queries, want 0", got)
+		}
+	})
 }
 
 func TestUDPTruncatedAnswerIsRetriedOverTCP(t *testing.T) {
@@ -105,16 +113,13 @@ func TestUDPUnparsableTruncatedAnswerIsRetriedOverTCP(t *testing.T) {
 
 func TestUDPConnectionRefused(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			u := kind.new(t, wiretest.Refusing(t))
-			_, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("example.com"))
-			if !errors.Is(err, syscall.ECONNREFUSED) {
-				t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
-			}
-		})
-	}
+	eachUDPKind(t, func(t *testing.T, newUDP func(testing.TB, string) *UDP) {
+		u := newUDP(t, wiretest.Refusing(t))
+		_, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("example.com"))
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Exchange to a closed port: %v, want ECONNREFUSED", err)
+		}
+	})
 }
 
 // Every exchange has a socket of its own, closed when it ends (RFC 5452
@@ -122,25 +127,22 @@ func TestUDPConnectionRefused(t *testing.T) {
 // exchanges shared one socket.
 func TestUDPSocketPerExchange(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			srv := wiretest.NewServer(t, wiretest.Answer())
-			u := kind.new(t, srv.Addr)
-			for i := range 50 {
-				mustAnswer(t, u, query(fmt.Sprintf("q%d.example", i)))
-			}
-			if got := u.dials.Load(); got != 50 {
-				t.Errorf("50 sequential exchanges opened %d sockets, want 50", got)
-			}
-			if n := inFlight(u); n != 0 {
-				t.Errorf("%d sockets open after the exchanges ended, want 0", n)
-			}
-			if got := srv.UDPQueries(); got != 50 {
-				t.Errorf("server saw %d queries, want 50", got)
-			}
-		})
-	}
+	eachUDPKind(t, func(t *testing.T, newUDP func(testing.TB, string) *UDP) {
+		srv := wiretest.NewServer(t, wiretest.Answer())
+		u := newUDP(t, srv.Addr)
+		for i := range 50 {
+			mustAnswer(t, u, query(fmt.Sprintf("q%d.example", i)))
+		}
+		if got := u.dials.Load(); got != 50 {
+			t.Errorf("50 sequential exchanges opened %d sockets, want 50", got)
+		}
+		if n := inFlight(u); n != 0 {
+			t.Errorf("%d sockets open after the exchanges ended, want 0", n)
+		}
+		if got := srv.UDPQueries(); got != 50 {
+			t.Errorf("server saw %d queries, want 50", got)
+		}
+	})
 }
 
 // An answer that comes after its exchange expired finds its socket
@@ -177,25 +179,22 @@ func TestUDPLateAnswerIsDropped(t *testing.T) {
 // against the upstream), or takes the answer that comes after it.
 func TestUDPUnknownIDIsDropped(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			srv := wiretest.NewServer(t, wiretest.WrongID)
-			u := kind.new(t, srv.Addr)
-			_, err := exchangeMsg(ctxWithin(t, expiryTimeout), u, query("lie.example"))
-			if !isExpiry(err) {
-				t.Fatalf("exchange with an upstream answering wrong IDs: %v, want an expiry", err)
-			}
+	eachUDPKind(t, func(t *testing.T, newUDP func(testing.TB, string) *UDP) {
+		srv := wiretest.NewServer(t, wiretest.WrongID)
+		u := newUDP(t, srv.Addr)
+		_, err := exchangeMsg(ctxWithin(t, expiryTimeout), u, query("lie.example"))
+		if !isExpiry(err) {
+			t.Fatalf("exchange with an upstream answering wrong IDs: %v, want an expiry", err)
+		}
 
-			wrongThenRight := func(w *wiretest.Writer, q *dns.Msg) {
-				wiretest.WrongID(w, q)
-				wiretest.Answer()(w, q)
-			}
-			srv2 := wiretest.NewServer(t, wrongThenRight)
-			u2 := kind.new(t, srv2.Addr)
-			mustAnswer(t, u2, query("right.example"))
-		})
-	}
+		wrongThenRight := func(w *wiretest.Writer, q *dns.Msg) {
+			wiretest.WrongID(w, q)
+			wiretest.Answer()(w, q)
+		}
+		srv2 := wiretest.NewServer(t, wrongThenRight)
+		u2 := newUDP(t, srv2.Addr)
+		mustAnswer(t, u2, query("right.example"))
+	})
 }
 
 // An upstream that answers twice sends the duplicate to a socket already
@@ -219,12 +218,7 @@ func TestUDPDuplicateAnswerGoesNowhere(t *testing.T) {
 
 func TestUDPConcurrentExchangesGetTheirOwnAnswers(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			testConcurrentExchanges(t, kind.new)
-		})
-	}
+	eachUDPKind(t, testConcurrentExchanges)
 }
 
 func testConcurrentExchanges(t *testing.T, newUDP func(testing.TB, string) *UDP) {
@@ -263,56 +257,50 @@ func testConcurrentExchanges(t *testing.T, newUDP func(testing.TB, string) *UDP)
 
 func TestUDPCloseStopsItsSockets(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			srv := wiretest.NewServer(t, wiretest.Answer())
-			u := kind.new(t, srv.Addr)
+	eachUDPKind(t, func(t *testing.T, newUDP func(testing.TB, string) *UDP) {
+		srv := wiretest.NewServer(t, wiretest.Answer())
+		u := newUDP(t, srv.Addr)
 
-			mustAnswer(t, u, query("a.example"))
-			if err := u.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if n := inFlight(u); n != 0 {
-				t.Errorf("%d sockets open after Close, want 0", n)
-			}
-			// The poller's goroutine is gone (goleak checks at the
-			// end); later exchanges fail.
-			if _, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("b.example")); !errors.Is(err, net.ErrClosed) {
-				t.Errorf("exchange after Close: %v, want net.ErrClosed", err)
-			}
-		})
-	}
+		mustAnswer(t, u, query("a.example"))
+		if err := u.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := inFlight(u); n != 0 {
+			t.Errorf("%d sockets open after Close, want 0", n)
+		}
+		// The poller's goroutine is gone (goleak checks at the
+		// end); later exchanges fail.
+		if _, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("b.example")); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("exchange after Close: %v, want net.ErrClosed", err)
+		}
+	})
 }
 
 // A Close while exchanges wait fails them at once, and returns.
 func TestUDPCloseFailsWaitingExchanges(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			const waiting = 3
-			received := make(chan string, waiting)
-			srv := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
-			u := kind.new(t, srv.Addr)
-			errs := make(chan error, waiting)
-			for i := range waiting {
-				go func() {
-					_, err := exchangeMsg(ctxWithin(t, time.Hour), u, query(fmt.Sprintf("stall%d.example", i)))
-					errs <- err
-				}()
+	eachUDPKind(t, func(t *testing.T, newUDP func(testing.TB, string) *UDP) {
+		const waiting = 3
+		received := make(chan string, waiting)
+		srv := wiretest.NewServer(t, wiretest.Notify(received, wiretest.Stall))
+		u := newUDP(t, srv.Addr)
+		errs := make(chan error, waiting)
+		for i := range waiting {
+			go func() {
+				_, err := exchangeMsg(ctxWithin(t, time.Hour), u, query(fmt.Sprintf("stall%d.example", i)))
+				errs <- err
+			}()
+		}
+		for range waiting {
+			<-received
+		}
+		_ = u.Close()
+		for range waiting {
+			if err := <-errs; !errors.Is(err, net.ErrClosed) {
+				t.Errorf("exchange when Close came: %v, want net.ErrClosed", err)
 			}
-			for range waiting {
-				<-received
-			}
-			_ = u.Close()
-			for range waiting {
-				if err := <-errs; !errors.Is(err, net.ErrClosed) {
-					t.Errorf("exchange when Close came: %v, want net.ErrClosed", err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // A datagram shorter than a header is malformed, whatever its first bytes.
@@ -341,12 +329,7 @@ func TestUDPShortDatagramIsMalformed(t *testing.T) {
 // left open.
 func TestUDPSocketsUnderLoad(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			testSocketsUnderLoad(t, kind.new)
-		})
-	}
+	eachUDPKind(t, testSocketsUnderLoad)
 }
 
 func testSocketsUnderLoad(t *testing.T, newUDP func(testing.TB, string) *UDP) {
@@ -427,12 +410,7 @@ func testSocketsUnderLoad(t *testing.T, newUDP func(testing.TB, string) *UDP) {
 // Before the fix the exchange failed with ErrMalformed.
 func TestUDPOversizedAnswerIsRetriedOverTCP(t *testing.T) {
 	t.Parallel()
-	for _, kind := range udpKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
-			testOversizedAnswer(t, kind.new)
-		})
-	}
+	eachUDPKind(t, testOversizedAnswer)
 }
 
 func testOversizedAnswer(t *testing.T, newUDP func(testing.TB, string) *UDP) {
