@@ -82,9 +82,9 @@ func newUDPBatch(size int, wildcard bool) *udpBatch {
 		h.SetIovlen(1)
 	}
 	b.recv = func(fd uintptr) bool {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), 0, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), 0, 0, 0)
 		for e == unix.EINTR {
-			n, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), 0, 0, 0)
+			n, _, e = unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), uintptr(len(b.in)), 0, 0, 0)
 		}
 		if e == unix.EAGAIN {
 			return false // wait for the socket to be readable again
@@ -96,9 +96,9 @@ func newUDPBatch(size int, wildcard bool) *udpBatch {
 		return true
 	}
 	b.send = func(fd uintptr) bool {
-		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
 		for e == unix.EINTR {
-			n, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
+			n, _, e = unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
 		}
 		if e == unix.EAGAIN {
 			return false // wait for room in the send buffer

@@ -109,7 +109,7 @@ func (p *udpPoller) receive(s *udpSock) {
 // for b is known to be. A bare system call: unix.Recvfrom allocates the
 // sender's address.
 func recvTrunc(fd int, b []byte) (int, error) {
-	n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_TRUNC, 0, 0)
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_TRUNC, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
