@@ -66,11 +66,15 @@ type udpReader struct {
 	pc   *net.UDPConn
 	fast FastHandler // the Handler, when it is one
 	req  *Request    // the fast path's, reused: one allocation per reader
+	fd   int         // pc's descriptor for the workers' udpSender, or -1
+	v6   bool        // pc is an IPv6 socket
 }
 
 func (s *Server) newUDPReader(pc *net.UDPConn) *udpReader {
 	fast, _ := s.Handler.(FastHandler)
-	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request)}
+	la, _ := pc.LocalAddr().(*net.UDPAddr)
+	v6 := la != nil && la.IP.To4() == nil
+	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request), fd: rawFD(pc), v6: v6}
 }
 
 // take serves the datagram raw that came from from (to local, on
@@ -108,7 +112,7 @@ func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifin
 		q.out = make([]byte, 0, clientAnswerBufLen)
 	}
 	q.req.Answer = q.out[:0]
-	job := udpJob{pc: r.pc, q: q, to: from, local: local, ifindex: ifindex}
+	job := udpJob{pc: r.pc, fd: r.fd, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
 	select {
 	case s.udpWork <- job:
 	default:
@@ -132,6 +136,8 @@ const udpWorkerIdle = 10 * time.Second
 // query asks the idle worker that takes it to end.
 type udpJob struct {
 	pc      *net.UDPConn
+	fd      int  // pc's descriptor, or -1 (see udpSender)
+	v6      bool // pc is an IPv6 socket
 	q       *clientQuery
 	to      netip.AddrPort
 	local   netip.Addr // the address the client asked, on a wildcard socket; else invalid
@@ -147,8 +153,9 @@ func (s *Server) udpWorker(job udpJob) {
 	defer s.wg.Done()
 	s.workers.Add(1)
 	defer s.workers.Add(-1)
+	w := newUDPSender()
 	for {
-		s.serveUDP(job)
+		s.serveUDP(job, w)
 		job = <-s.udpWork
 		if job.q == nil {
 			return // asked to end, or udpWork closed
@@ -187,12 +194,22 @@ func (s *Server) reapUDPWorkers() {
 }
 
 // serveUDP answers one admitted query and returns its permit.
-func (s *Server) serveUDP(job udpJob) {
+func (s *Server) serveUDP(job udpJob, w *udpSender) {
 	defer s.release(job.q.count) // evaluated now: putClientQuery clears it
 	defer putClientQuery(job.q)
-	if answer := s.handle(&job.q.req); answer != nil {
-		s.writeUDP(job.pc, answer, job.to, job.local, job.ifindex)
+	answer := s.handle(&job.q.req)
+	if answer == nil {
+		return
 	}
+	if job.fd >= 0 {
+		if sent, err := w.send(job.fd, job.v6, answer, job.to, job.local, job.ifindex); sent {
+			if err != nil {
+				s.log.Debug("writing udp answer", zap.Stringer("client", job.to), zap.Error(err))
+			}
+			return
+		}
+	}
+	s.writeUDP(job.pc, answer, job.to, job.local, job.ifindex)
 }
 
 // writeUDP sends answer b to the client at to, from local (on interface
