@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -17,6 +18,7 @@ type fastEcho struct {
 	stateCarried atomic.Int32
 	abandoned    atomic.Int32
 	hold         chan struct{} // or nil: ServeDNS of "hold." names waits on it
+	holding      chan struct{} // or nil: told, without blocking, when a "hold." query starts waiting
 }
 
 func (h *fastEcho) Abandon(req *Request) {
@@ -48,6 +50,10 @@ func (h *fastEcho) ServeDNS(ctx context.Context, req *Request) []byte {
 	h.slow.Add(1)
 	var q dns.Msg
 	if err := q.Unpack(req.Raw); err == nil && h.hold != nil && strings.HasPrefix(q.Question[0].Name, "hold.") {
+		select {
+		case h.holding <- struct{}{}:
+		default:
+		}
 		select {
 		case <-h.hold:
 		case <-ctx.Done():
@@ -130,29 +136,24 @@ func TestServerUDPSockets(t *testing.T) {
 // is abandoned: the handler gets back what ServeFast kept for it.
 func TestServerFastPathAbandonsRefused(t *testing.T) {
 	t.Parallel()
-	h := &fastEcho{hold: make(chan struct{})}
+	h := &fastEcho{hold: make(chan struct{}), holding: make(chan struct{}, 1)}
 	udp, _ := startServer(t, &Server{Handler: h, MaxConcurrentQueries: 1})
 	t.Cleanup(func() { close(h.hold) })
 	c := &dns.Client{Net: "udp", Timeout: ioTimeout}
-	held := make(chan error, 1)
-	go func() {
-		_, _, err := c.Exchange(queryFor("hold.example."), udp)
-		held <- err
-	}()
-	// The second query finds the one permit taken: REFUSED. Ask until the
-	// first holds it (each refused query was abandoned, each answered one
-	// was not).
-	for i := 0; ; i++ {
-		if i == 1000 {
-			t.Fatal("the first query never held the permit")
-		}
-		r, _, err := c.Exchange(queryFor("second.example."), udp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Rcode == dns.RcodeRefused {
-			break
-		}
+	go func() { _, _, _ = c.Exchange(queryFor("hold.example."), udp) }()
+	select {
+	case <-h.holding: // its worker holds the one permit
+	case <-time.After(ioTimeout):
+		t.Fatal("the first query never reached its worker")
+	}
+	// The second query, handed on by the fast path, finds the one permit
+	// taken: REFUSED, and abandoned.
+	r, _, err := c.Exchange(queryFor("second.example."), udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rcode != dns.RcodeRefused {
+		t.Fatalf("the second query: %s, want REFUSED", dns.RcodeToString[r.Rcode])
 	}
 	if h.abandoned.Load() < 1 {
 		t.Errorf("a refused query handed on by the fast path was not abandoned")
