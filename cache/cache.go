@@ -183,6 +183,15 @@ func (c *Cache) Get(k Key, now time.Time) (Hit, State) {
 // It allocates once, for the copy, and only when it stores (now and then
 // a shard's slice or map grows too).
 func (c *Cache) Put(k Key, answer []byte, now time.Time) bool {
+	// Admission comes first, so that a flood of one-off names is turned
+	// away without a walk of each answer. It weighs the answer as it came,
+	// its OPT record included: at most that much more than the entry.
+	h := c.hash(k)
+	sh := c.shard(h)
+	w := weight(len(answer), k)
+	if w > c.budget || !sh.admit(c, h, w, now.UnixNano()) {
+		return false
+	}
 	s, ok := walk(answer, c.minTTL, c.maxTTL)
 	if !ok || binary.BigEndian.Uint16(answer[2:])&flagTC != 0 ||
 		binary.BigEndian.Uint16(answer[s.qend-4:]) != k.Type ||
@@ -208,13 +217,6 @@ func (c *Cache) Put(k Key, answer []byte, now time.Time) bool {
 	if s.optStart >= 0 {
 		size = s.optStart
 	}
-	h := c.hash(k)
-	sh := c.shard(h)
-	w := weight(size, k)
-	if w > c.budget || !sh.admit(c, h, w, now.UnixNano()) {
-		return false
-	}
-
 	// append, unlike make, rounds the capacity up to the allocator's size
 	// class: cap(data) is what the entry costs.
 	data := append([]byte(nil), answer[:size]...)

@@ -78,7 +78,7 @@ func (it *item) cost() int {
 // it would push out (TinyLFU, with the victim sampled). A flood of
 // one-off names asks each once and so stays out, while the names a
 // network asks again and again stay in. It is a first look, taken before
-// Put pays for the copy; insert decides.
+// Put reads the answer or pays for the copy; insert decides.
 func (s *shard) admit(c *Cache, h uint64, w int, now int64) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
