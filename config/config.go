@@ -27,6 +27,11 @@ type Config struct {
 	QueryLog     QueryLog       `toml:"query_log"`
 	Admin        Admin          `toml:"admin"`
 	Log          Log            `toml:"log"`
+
+	// UpstreamsFromDefault is set by Load and Parse, read from no key, when
+	// the file has no [[upstreams]] at all: Upstreams are then the embedded
+	// default's (spec section 8), which nxdnsd says at start.
+	UpstreamsFromDefault bool `toml:"-"`
 }
 
 // Server is the [server] table: where clients reach nxdnsd.

@@ -123,6 +123,18 @@ func newLocalRecord() LocalRecord { return LocalRecord{TTL: DefaultTTL} }
 //go:embed default.toml
 var DefaultTOML []byte
 
+// defaultUpstreams is the embedded default's [[upstreams]], fresh on each
+// call, which a file naming no upstream takes. Empty only if DefaultTOML
+// were broken (the package's tests rule that out); validation then says
+// that no upstream is configured.
+func defaultUpstreams() []Upstream {
+	cfg, err := LoadDefault()
+	if err != nil {
+		return nil
+	}
+	return cfg.Upstreams
+}
+
 // LoadDefault parses and validates DefaultTOML. It fails only if the
 // embedded file is broken, which the package's tests rule out.
 func LoadDefault() (*Config, error) { return Parse(DefaultTOML) }

@@ -31,7 +31,9 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a TOML configuration. Keys absent from data
 // take their defaults (Default, DefaultSlots, DefaultTTL; an upstream's
 // name defaults to its address, redacted by wire.RedactAddress); keys
-// present keep their values.
+// present keep their values. A document without any [[upstreams]] takes
+// the embedded default's (UpstreamsFromDefault); one whose upstreams are
+// all disabled, or with an empty upstreams array, is refused.
 //
 // Any failure is returned as Problems, nil *Config with it: a syntax error
 // is the one problem reported (nothing after it can be trusted); otherwise
@@ -55,7 +57,10 @@ func parse(data []byte, dir string) (*Config, error) {
 	}
 	cfg := Default()
 	d := newDecoder(md.Keys())
-	d.table(doc, reflect.ValueOf(&cfg).Elem(), "", "")
+	present := d.table(doc, reflect.ValueOf(&cfg).Elem(), "", "")
+	if !present["upstreams"] {
+		cfg.Upstreams, cfg.UpstreamsFromDefault = defaultUpstreams(), true
+	}
 	if dir != "" {
 		for i := range cfg.Upstreams {
 			if f := cfg.Upstreams[i].CAFile; f != "" && !filepath.IsAbs(f) {

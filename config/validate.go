@@ -73,9 +73,19 @@ func (c *Config) check() Problems {
 func (ck *checker) allow(list []string) []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(list))
 	for i, a := range list {
+		path := fmt.Sprintf("server.allow[%d]", i)
 		p, err := netip.ParsePrefix(a)
 		if err != nil {
-			ck.add(fmt.Sprintf("server.allow[%d]", i), "%q is not a CIDR prefix (e.g. 192.168.0.0/16, fd00::/8, 192.0.2.7/32)", a)
+			ck.add(path, "%q is not a CIDR prefix (e.g. 192.168.0.0/16, fd00::/8, 192.0.2.7/32)", a)
+			continue
+		}
+		// A client reaching an IPv6 socket with an IPv4-mapped address is
+		// an IPv4 client, matched as one: a mapped prefix would match
+		// nobody. It is refused rather than rewritten, so that the file
+		// says what is matched (::ffff:0:0/96 would be every IPv4 client).
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			v4 := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked()
+			ck.add(path, "%q is an IPv4-mapped IPv6 prefix, which matches no client: clients with such addresses are matched as IPv4, so write it as %s", a, v4)
 			continue
 		}
 		out = append(out, p.Masked())
@@ -117,6 +127,13 @@ func (ck *checker) bindAddr(path, s string) (netip.AddrPort, bool) {
 		ck.add(path, "%q is not IP:PORT (IPv6 in brackets; 0.0.0.0 or [::] for every address)", s)
 		return ap, false
 	}
+	// An IPv6 listener is IPv6 only (IPV6_V6ONLY, so that [::] and
+	// 0.0.0.0 bind side by side), and such a socket cannot bind an
+	// IPv4-mapped address: the start would fail.
+	if ap.Addr().Is4In6() {
+		ck.add(path, "%q is an IPv4-mapped IPv6 address, which nxdnsd cannot listen on: write %s", s, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+		return ap, false
+	}
 	return ap, true
 }
 
@@ -146,7 +163,7 @@ func (ck *checker) upstreams(us []Upstream) {
 	}
 	switch {
 	case len(us) == 0:
-		ck.add("upstreams", "at least one enabled upstream is required; none is configured")
+		ck.add("upstreams", "at least one enabled upstream is required; the list is empty (leave upstreams out to use the embedded default's)")
 	case enabled == 0:
 		ck.add("upstreams", "at least one enabled upstream is required; all %d are disabled", len(us))
 	case enabled > MaxEnabledUpstreams:
@@ -362,9 +379,10 @@ func (ck *checker) cache(c Cache) {
 	ck.inRange("cache.stale_answer_ttl_s", c.StaleAnswerTTLS, 0, MaxTTL)
 	ck.inRange("cache.stale_client_timeout_ms", c.StaleClientTimeoutMS, 1, MaxMilliseconds)
 	// cache.path's directory may not exist yet: systemd's StateDirectory
-	// creates it when the service starts, after a -check. A directory in
-	// its place is refused; anything else is start-up's and shutdown's to
-	// report (see daemon/cache.go).
+	// creates it when the service starts, after a -check, so a missing
+	// one is a warning (Warnings). A directory in its place is refused;
+	// anything else is start-up's and shutdown's to report (see
+	// daemon/cache.go).
 	if fi, err := os.Stat(c.Path); c.Path != "" && err == nil && fi.IsDir() {
 		ck.add("cache.path", "%q is a directory: name a file in it", c.Path)
 	}

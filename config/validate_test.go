@@ -46,6 +46,10 @@ func TestRules(t *testing.T) {
 		{"max tcp connections 0", "[server]\nmax_tcp_connections = 0" + okUpstream, []string{"server.max_tcp_connections"}},
 		{"allow not a prefix", "[server]\nallow = [\"10.0.0.0/8\", \"192.168.1.1\", \"fd00::/8\", \"10.0.0.0/33\"]" + okUpstream, []string{"server.allow[1]", "server.allow[3]"}},
 		{"allow empty", "[server]\nallow = []" + okUpstream, nil},
+		{"allow IPv4-mapped", "[server]\nallow = [\"::ffff:0:0/96\", \"::ffff:10.0.0.0/104\", \"::/0\", \"::ffff:0:0/95\"]" + okUpstream, []string{"server.allow[0]", "server.allow[1]"}},
+		{"listen IPv4-mapped", "[server]\nlisten = [\"[::ffff:127.0.0.1]:1058\"]" + okUpstream, []string{"server.listen[0]"}},
+		{"admin listen IPv4-mapped", "[admin]\nlisten = \"[::ffff:127.0.0.1]:8053\"" + okUpstream, []string{"admin.listen"}},
+		{"listen both families", "[server]\nlisten = [\"0.0.0.0:53\", \"[::]:53\", \"127.0.0.1:1053\", \"[::1]:1053\"]" + okUpstream, nil},
 		{"max concurrent queries negative", "[server]\nmax_concurrent_queries = -1" + okUpstream, []string{"server.max_concurrent_queries"}},
 
 		// [upstream]
@@ -77,7 +81,8 @@ func TestRules(t *testing.T) {
 		{"cache path in an existing directory", "[cache]\npath = " + quote(t.TempDir()+"/cache") + okUpstream, nil},
 
 		// [[upstreams]]
-		{"no upstreams", "", []string{"upstreams"}},
+		{"no upstreams: the embedded default's", "", nil},
+		{"empty upstreams array", "upstreams = []", []string{"upstreams"}},
 		{"all disabled", udpWith("enabled", "false"), []string{"upstreams"}},
 		{"address missing", "[[upstreams]]\nname = \"x\"", []string{"upstreams[0].address"}},
 		{"address unknown scheme", okUpstream + "[[upstreams]]\naddress = \"quic://9.9.9.9:853\"", []string{"upstreams[1].address"}},
@@ -276,5 +281,89 @@ func TestProblemsError(t *testing.T) {
 		"config: line 3: expected value"
 	if got := ps.Error(); got != want {
 		t.Errorf("Error() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A mapped prefix is refused with its IPv4 form, which is what matches.
+func TestAllowMappedNamesIPv4Form(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte("[server]\nallow = [\"::ffff:192.168.0.0/112\"]" + okUpstream))
+	ps := problemsOf(t, err)
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "write it as 192.168.0.0/16") {
+		t.Errorf("problems = %v, want one naming 192.168.0.0/16", ps)
+	}
+	_, err = Parse([]byte("[server]\nlisten = [\"[::ffff:127.0.0.1]:1058\"]" + okUpstream))
+	ps = problemsOf(t, err)
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "write 127.0.0.1:1058") {
+		t.Errorf("problems = %v, want one naming 127.0.0.1:1058", ps)
+	}
+}
+
+// A file naming no upstream takes the embedded default's, and says so; a
+// file with upstreams keeps its own, even when every one is disabled
+// (refused, as TestRules shows).
+func TestNoUpstreamsTakesTheDefaults(t *testing.T) {
+	t.Parallel()
+	def, err := LoadDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.UpstreamsFromDefault {
+		t.Error("the embedded default, which lists its upstreams, is marked as taking them from the default")
+	}
+	cfg := mustParse(t, "[server]\nlisten = [\"127.0.0.1:0\"]\n")
+	if !cfg.UpstreamsFromDefault {
+		t.Error("UpstreamsFromDefault is false for a file without [[upstreams]]")
+	}
+	if len(cfg.Upstreams) != len(def.Upstreams) {
+		t.Fatalf("%d upstreams, want the default's %d", len(cfg.Upstreams), len(def.Upstreams))
+	}
+	for i, u := range cfg.Upstreams {
+		d := def.Upstreams[i]
+		if u.Name != d.Name || u.Address != d.Address || u.Addr != d.Addr || u.DialIP != d.DialIP || u.Slots != d.Slots {
+			t.Errorf("upstreams[%d] = %+v, want the default's %+v", i, u, d)
+		}
+	}
+	// Each configuration gets its own slice.
+	cfg.Upstreams[0].Name = "changed"
+	if again := mustParse(t, ""); again.Upstreams[0].Name != def.Upstreams[0].Name {
+		t.Errorf("a change to one configuration's default upstreams shows in the next: %q", again.Upstreams[0].Name)
+	}
+	if own := mustParse(t, okUpstream); own.UpstreamsFromDefault || len(own.Upstreams) != 1 {
+		t.Errorf("a file with one upstream: UpstreamsFromDefault %v, %d upstreams", own.UpstreamsFromDefault, len(own.Upstreams))
+	}
+}
+
+// cache.path in a directory that does not exist is valid (systemd makes
+// the state directory at start) but warned about; in one that exists, or
+// with the cache off, it is not.
+func TestCachePathWarning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := writeFile(t, "plain", []byte("x"))
+	tests := []struct {
+		name, src string
+		warn      bool
+	}{
+		{"missing directory", "[cache]\npath = " + quote(dir+"/absent/cache"), true},
+		{"a file as directory", "[cache]\npath = " + quote(file+"/cache"), true},
+		{"existing directory", "[cache]\npath = " + quote(dir+"/cache"), false},
+		{"cache off", "[cache]\nenabled = false\npath = " + quote(dir+"/absent/cache"), false},
+		{"no path", "[cache]\npath = \"\"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ws := mustParse(t, tt.src+okUpstream).Warnings()
+			if !tt.warn {
+				if len(ws) != 0 {
+					t.Errorf("warnings %v, want none", ws)
+				}
+				return
+			}
+			if len(ws) != 1 || ws[0].Path != "cache.path" || !strings.HasPrefix(ws[0].String(), "config: cache.path: warning: ") {
+				t.Errorf("warnings %q, want one line starting config: cache.path: warning:", ws)
+			}
+		})
 	}
 }
