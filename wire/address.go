@@ -17,12 +17,16 @@ import (
 type Address struct {
 	scheme string // "udp", "tcp", "tls" or "https"
 	host   string // udp/tcp: an IP; tls/https: a lower-case hostname or an IP. IPv6 without brackets.
-	port   uint16 // never 0 in a parsed address: https without a port gets 443
+	port   uint16 // never 0 in a parsed address: tls without a port gets 853, https 443
 	path   string // https only: the escaped request path, at least "/"
 }
 
-// defaultHTTPSPort is the port of an https:// address written without one.
-const defaultHTTPSPort = 443
+// Ports of tls:// and https:// addresses written without one: DNS over
+// TLS's (RFC 7858 section 3.1) and HTTPS's.
+const (
+	defaultTLSPort   = 853
+	defaultHTTPSPort = 443
+)
 
 // Scheme is "udp", "tcp", "tls" or "https"; "" for the zero Address.
 func (a Address) Scheme() string { return a.scheme }
@@ -114,11 +118,12 @@ func (e *AddressError) Error() string {
 //
 //	udp://IP:PORT      IP literal, IPv6 in brackets
 //	tcp://IP:PORT
-//	tls://HOST:PORT    HOST a hostname or an IP literal
+//	tls://HOST[:PORT]  HOST a hostname or an IP literal
 //	https://HOST[:PORT]/PATH
 //
 // The scheme is matched without regard to case. The port is required
-// except for https (default 443) and must be in 1..65535. User info,
+// for udp and tcp; tls defaults to 853 and https to 443. It must be in
+// 1..65535. User info,
 // queries and fragments are refused. A failure is an *AddressError and
 // the zero Address, naming the address redacted.
 func ParseAddress(s string) (Address, error) {
@@ -168,11 +173,11 @@ func ParseAddress(s string) (Address, error) {
 		} else {
 			return fail("host %q is neither a hostname nor an IP", host)
 		}
-		if port == "" && u.Scheme == "https" {
-			port = strconv.Itoa(defaultHTTPSPort)
-		}
 		if port == "" {
-			return fail("want tls://HOST:PORT, e.g. tls://dns.quad9.net:853")
+			port = strconv.Itoa(defaultTLSPort)
+			if u.Scheme == "https" {
+				port = strconv.Itoa(defaultHTTPSPort)
+			}
 		}
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {

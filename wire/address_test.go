@@ -21,6 +21,8 @@ func TestParseAddress(t *testing.T) {
 		{"tls://dns.quad9.net:853", Address{"tls", "dns.quad9.net", 853, ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"},
 		{"tls://DNS.Quad9.net:853", Address{"tls", "dns.quad9.net", 853, ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"},
 		{"tls://9.9.9.9:853", Address{"tls", "9.9.9.9", 853, ""}, "9.9.9.9:853", "tls://9.9.9.9:853"},
+		{"tls://dns.quad9.net", Address{"tls", "dns.quad9.net", 853, ""}, "dns.quad9.net:853", "tls://dns.quad9.net:853"}, // RFC 7858's port
+		{"tls://[2620:fe::fe]", Address{"tls", "2620:fe::fe", 853, ""}, "[2620:fe::fe]:853", "tls://[2620:fe::fe]:853"},
 		{"https://dns.quad9.net/dns-query", Address{"https", "dns.quad9.net", 443, "/dns-query"}, "dns.quad9.net:443", "https://dns.quad9.net/dns-query"},
 		{"https://[2620:fe::fe]:8443/", Address{"https", "2620:fe::fe", 8443, "/"}, "[2620:fe::fe]:8443", "https://[2620:fe::fe]:8443/"},
 		{"https://doh.example/a%20b", Address{"https", "doh.example", 443, "/a%20b"}, "doh.example:443", "https://doh.example/a%20b"},
@@ -64,7 +66,6 @@ func TestParseAddressRefuses(t *testing.T) {
 		"udp://9.9.9.9:x",                // port not a number
 		"udp://::1:53",                   // IPv6 without brackets
 		"udp://9.9.9.9:53/",              // path without https
-		"tls://dns.quad9.net",            // tls needs a port
 		"tls://dns.quad9.net:853/x",      // path without https
 		"tls://-bad-.example:853",        // hostname label with edge hyphens
 		"tls://dns_quad9.net:853",        // underscore is no hostname

@@ -276,7 +276,11 @@ func (s *Server) Start() error {
 			defer s.udpSenders.Done()
 			s.readUDPBatches(pc, positiveOr(s.UDPBatch, DefaultUDPBatch))
 		})
-		s.log.Info("serving", zap.String("proto", "udp"), zap.Stringer("addr", pc.LocalAddr()))
+	}
+	// One line per address, not per socket: the sockets of an address
+	// share it (SO_REUSEPORT).
+	for _, a := range s.udpAddrs {
+		s.log.Info("serving", zap.String("proto", "udp"), zap.Stringer("addr", a), zap.Int("sockets", len(s.udp)/len(s.udpAddrs)))
 	}
 	s.udpSenders.Add(1)
 	s.wg.Go(func() {
@@ -317,7 +321,7 @@ func (s *Server) bindLocked() (err error) {
 		}
 		pcs, err := ListenUDP(ap, s.UDPSockets)
 		if err != nil {
-			return fmt.Errorf("listening on udp %s: %w", a, err)
+			return bindError("udp", ap, err)
 		}
 		if ap.Addr().IsUnspecified() {
 			for _, pc := range pcs {
@@ -330,7 +334,7 @@ func (s *Server) bindLocked() (err error) {
 		s.udpAddrs = append(s.udpAddrs, pcs[0].LocalAddr())
 		l, err := net.ListenTCP(tcpNetwork(ap), net.TCPAddrFromAddrPort(ap))
 		if err != nil {
-			return fmt.Errorf("listening on tcp %s: %w", a, err)
+			return bindError("tcp", ap, err)
 		}
 		s.listeners = append(s.listeners, l)
 	}
