@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -90,11 +91,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, p.String())
 			}
 		} else {
-			fmt.Fprintf(stderr, "config: %v\n", err)
+			// A file that cannot be read: config.Load's error already
+			// says "config: ", which is said once.
+			fmt.Fprintln(stderr, "config: "+strings.TrimPrefix(err.Error(), "config: "))
 		}
 		return exitConfig
 	}
+	warnings := cfg.Warnings()
 	if *check {
+		// One line on success, as unbound-checkconf and nginx -t say
+		// theirs; the warnings on stderr beside the problems' lines.
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, w.String())
+		}
+		fmt.Fprintln(stdout, checkedLine(*path, cfg, len(warnings)))
 		return exitOK
 	}
 
@@ -114,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer log.Sync() //nolint:errcheck // stderr may not sync; nothing to do about it
-	log.Info("nxdnsd", zap.String("version", version), zap.String("config", configName(*path)))
+	logStart(log, *path, cfg, warnings)
 	notifier, err := sdnotify.New(os.Getenv("NOTIFY_SOCKET"))
 	if err != nil {
 		log.Warn("not telling systemd the service's state", zap.Error(err))
@@ -174,6 +184,44 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
+// logStart writes the start-up log's first lines: the version and the
+// configuration, the embedded default's upstreams when the file named
+// none, and each warning in the words -check prints it.
+func logStart(log *zap.Logger, path string, cfg *config.Config, warnings config.Problems) {
+	log.Info("nxdnsd", zap.String("version", version), zap.String("config", configName(path)))
+	if cfg.UpstreamsFromDefault {
+		log.Info("the configuration names no upstream: using the embedded default's",
+			zap.Strings("upstreams", upstreamNames(cfg)))
+	}
+	for _, w := range warnings {
+		log.Warn(w.String(), zap.String("path", w.Path))
+	}
+}
+
+// checkedLine is what -check prints when the configuration is valid.
+func checkedLine(path string, cfg *config.Config, warnings int) string {
+	s := "nxdnsd: the configuration " + configName(path) + " is valid"
+	if cfg.UpstreamsFromDefault {
+		s += " (no upstream named: the embedded default's " + strings.Join(upstreamNames(cfg), ", ") + ")"
+	}
+	switch warnings {
+	case 0:
+	case 1:
+		s += ", with 1 warning"
+	default:
+		s += fmt.Sprintf(", with %d warnings", warnings)
+	}
+	return s
+}
+
+func upstreamNames(cfg *config.Config) []string {
+	out := make([]string, len(cfg.Upstreams))
+	for i, u := range cfg.Upstreams {
+		out[i] = u.Name
+	}
+	return out
+}
+
 func configName(path string) string {
 	if path == "" {
 		return "(embedded default)"
@@ -215,5 +263,9 @@ func newLogger(level string, w io.Writer, journal bool) (*zap.Logger, zap.Atomic
 		enc = priorityEncoder{enc}
 	}
 	core := zapcore.NewCore(enc, zapcore.AddSync(w), lvl)
-	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), lvl, nil
+	// No stack trace on errors: a configuration problem, a port taken or
+	// a cache that cannot be saved are the operator's to fix, and a Go
+	// stack says nothing to them. A recovered panic logs its own stack
+	// (wire.Server); zap's DPanic and above keep theirs.
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel)), lvl, nil
 }
