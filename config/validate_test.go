@@ -222,7 +222,7 @@ attempt_timeout_ms = -5
 read_timeout_ms = 0
 [[upstreams]]
 name = "a"
-address = "tls://dns.example"
+address = "tls://dns.example:65536"
 ip = "not-an-ip"
 ca_file = "/nonexistent/ca.pem"
 slots = 5000
