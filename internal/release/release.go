@@ -101,32 +101,29 @@ func DebVersion(describe string, commits int) (string, error) {
 
 // PackagedUnit turns deploy/nxdnsd.service (the unit for a hand install,
 // running /usr/local/bin/nxdnsd) into the Debian package's: the binary is
-// /usr/bin/nxdnsd, and systemd gives the service a state directory,
-// /var/lib/nxdnsd, for the answer cache's file. Everything else, the
-// sandboxing above all, stays as it is. It fails when the source no longer
-// has what it edits, so that the two units cannot drift apart silently.
+// /usr/bin/nxdnsd. Everything else, the sandboxing and the state directory
+// (/var/lib/nxdnsd, for the answer cache's file) above all, stays as it
+// is, so that the archive's unit and the package's agree with the one
+// configuration both ship. It fails when the source no longer has what it
+// edits or what the package needs, so that the two units cannot drift
+// apart silently.
 func PackagedUnit(src []byte) ([]byte, error) {
 	const (
 		execOld = "ExecStart=/usr/local/bin/nxdnsd "
 		execNew = "ExecStart=/usr/bin/nxdnsd "
-		logs    = "\nLogsDirectory=nxdnsd\n"
-		state   = "\nLogsDirectory=nxdnsd\nStateDirectory=nxdnsd\n"
+		state   = "\nStateDirectory=nxdnsd\n"
 	)
 	i := bytes.Index(src, []byte("\n[Unit]\n"))
 	if i < 0 {
 		return nil, fmt.Errorf("the unit has no [Unit] section")
 	}
 	body := string(src[i+1:])
-	for _, s := range []string{execOld, logs} {
+	for _, s := range []string{execOld, state} {
 		if n := strings.Count(body, s); n != 1 {
 			return nil, fmt.Errorf("the unit has %q %d times, want once", strings.TrimSpace(s), n)
 		}
 	}
-	if strings.Contains(body, "StateDirectory=") {
-		return nil, fmt.Errorf("the unit already has a StateDirectory=: update PackagedUnit")
-	}
 	body = strings.Replace(body, execOld, execNew, 1)
-	body = strings.Replace(body, logs, state, 1)
 	if strings.Contains(body, "/usr/local/") {
 		return nil, fmt.Errorf("the packaged unit still names /usr/local/")
 	}

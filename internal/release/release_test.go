@@ -55,8 +55,9 @@ func TestFindTargets(t *testing.T) {
 	}
 }
 
-// The packaged unit is the hand-install unit with two edits: every other
-// line, the sandboxing above all, is kept.
+// The packaged unit is the hand-install unit with one edit, the binary's
+// path: every other line, the sandboxing and the state directory above
+// all, is kept.
 func TestPackagedUnit(t *testing.T) {
 	src, err := os.ReadFile("../../deploy/nxdnsd.service")
 	if err != nil {
@@ -93,6 +94,10 @@ func TestPackagedUnit(t *testing.T) {
 	}
 	if _, err := PackagedUnit([]byte("[Unit]\nDescription=x\n")); err == nil {
 		t.Error("PackagedUnit accepted a unit without ExecStart")
+	}
+	noState := strings.Replace(string(src), "\nStateDirectory=nxdnsd\n", "\n", 1)
+	if _, err := PackagedUnit([]byte(noState)); err == nil {
+		t.Error("PackagedUnit accepted a unit without StateDirectory=nxdnsd")
 	}
 }
 
