@@ -37,7 +37,9 @@ type Key struct {
 	// Type and Class are the question's.
 	Type, Class uint16
 	// DO and CD are the query's DNSSEC OK and Checking Disabled bits: an
-	// answer to one query is not an answer to the other.
+	// answer to one query is not an answer to the other. AD is no part of
+	// the key: upstreams are always asked with AD set, and the query path
+	// clears it for a client that set neither AD nor DO (RFC 6840 5.7).
 	DO, CD bool
 }
 

@@ -56,10 +56,14 @@ func (r *request) cacheKey() cache.Key {
 // client's UDP size is parsed and truncated as any other.
 func (r *request) fromCache(hit cache.Hit, now time.Time, staleTTL uint32, ede uint16, buf []byte) (*dns.Msg, []byte, int) {
 	out := hit.AppendAnswer(buf[:0], r.id, r.questionBytes(), now, staleTTL)
-	// The client's RD, not the one of the query that filled the entry.
+	// The client's RD, not the one of the query that filled the entry;
+	// the upstream's AD, for a client that may have it (keepsAD).
 	flags := wire.Flags(out) &^ wire.FlagRD
 	if r.rd {
 		flags |= wire.FlagRD
+	}
+	if !r.keepsAD() {
+		flags &^= wire.FlagAD
 	}
 	binary.BigEndian.PutUint16(out[2:], flags)
 	rcode := hit.Rcode()
