@@ -258,6 +258,27 @@ func (c *Cache) PutFailure(k Key, now time.Time) {
 	sh.insertFailure(c, h, item{key: k, stored: t, life: c.failureTTL, rcode: rcodeServFail, failure: true}, t)
 }
 
+// DropStale removes k's entry when at now it is an answer past its
+// lifetime (Stale), and reports whether it did: a refresh got a fresher
+// answer that Put declined (TTL 0, an NXDOMAIN without SOA), and a fresh
+// answer is never replaced by a stale one (spec section 10). A fresh
+// entry, one stored since, and a remembered failure stay.
+func (c *Cache) DropStale(k Key, now time.Time) bool {
+	h := c.hash(k)
+	sh := c.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.index[h]
+	if !ok {
+		return false
+	}
+	if it := &sh.items[i].it; it.key != k || it.state(now.UnixNano(), c.staleMaxAge) != Stale {
+		return false
+	}
+	sh.removeLocked(c, int(i))
+	return true
+}
+
 // Entries is the number of entries the cache holds, expired ones not yet
 // removed included.
 func (c *Cache) Entries() int { return int(c.stats.entries.Load()) }

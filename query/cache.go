@@ -152,22 +152,18 @@ func (h *Handler) fromCacheQuick(s *scratch, buf []byte) (m *dns.Msg, out []byte
 
 // resolveStale answers r, whose entry hit has expired but may still be
 // served (RFC 8767): it starts (or joins) the entry's refresh and waits for
-// it up to StaleClientTimeout — not at all while every upstream is in
-// backoff — then answers fresh when the refresh stored an answer in time,
-// else with the stale entry: TTL StaleAnswerTTL and EDE 3 (19 for
-// NXDOMAIN). A refresh still running goes on to refresh the entry.
+// it up to StaleClientTimeout, then answers with what the refresh got when
+// it was a NOERROR or NXDOMAIN answer (see fromRefresh), else with the
+// stale entry: TTL StaleAnswerTTL and EDE 3 (19 for NXDOMAIN); while
+// every upstream is in backoff it does not wait. A refresh still running
+// goes on to refresh the entry.
 func (h *Handler) resolveStale(ctx context.Context, r *request, z *Zone, k cache.Key, hit cache.Hit, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
 	if packed, err := r.packTrimmed(s.packed[:]); err == nil {
 		f := h.refresh.start(k, r, packed, z, nil)
 		allDown := z == nil && h.cache.AllDown != nil && h.cache.AllDown()
-		if !allDown && waitFlight(ctx, f, h.cache.StaleClientTimeout) && f.ok {
-			now := time.Now()
-			if fresh, st := h.cache.Cache.Get(k, now); st == cache.Fresh {
-				e.Source, e.Upstream = SourcePool, f.upstream
-				if z != nil {
-					e.Source, e.Zone, e.ZoneOutcome = SourceForwardZone, z.Name, ZoneAnswer
-				}
-				return r.fromCache(fresh, now, 0, 0, buf)
+		if !allDown && waitFlight(ctx, f, h.cache.StaleClientTimeout) {
+			if m, out, rcode, ok := h.fromRefresh(r, z, k, f, e, buf); ok {
+				return m, out, rcode
 			}
 		}
 	}
@@ -177,6 +173,38 @@ func (h *Handler) resolveStale(ctx context.Context, r *request, z *Zone, k cache
 		code = edeStaleNXDomain
 	}
 	return r.fromCache(hit, e.Time, uint32(h.cache.StaleAnswerTTL/time.Second), code, buf)
+}
+
+// fromRefresh answers r with what f, the ended refresh of its expired
+// entry k, got: the fresh entry it stored, or its NOERROR or NXDOMAIN
+// answer as it came when the cache declined it (TTL 0, no SOA), which
+// goes to the client over the stale entry (spec section 10). ok is false
+// when the refresh got no such answer: the stale entry stands.
+func (h *Handler) fromRefresh(r *request, z *Zone, k cache.Key, f *flight, e *Entry, buf []byte) (m *dns.Msg, out []byte, rcode int, ok bool) {
+	if f.answer == nil {
+		return nil, nil, 0, false
+	}
+	var fresh cache.Hit
+	st := cache.Miss
+	now := time.Now()
+	if f.ok {
+		fresh, st = h.cache.Cache.Get(k, now)
+	}
+	if st == cache.Fresh {
+		m, out, rcode = r.fromCache(fresh, now, 0, 0, buf)
+	} else {
+		// f.answer is every waiting client's: each parses its own copy.
+		m = new(dns.Msg)
+		if err := m.Unpack(f.answer); err != nil {
+			return nil, nil, 0, false
+		}
+		r.adopt(m)
+	}
+	e.Source, e.Upstream = SourcePool, f.upstream
+	if z != nil {
+		e.Source, e.Zone, e.ZoneOutcome = SourceForwardZone, z.Name, ZoneAnswer
+	}
+	return m, out, rcode, true
 }
 
 // waitFlight waits for f to end, at most d, and reports whether it ended.

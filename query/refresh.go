@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/wire"
 )
@@ -25,10 +27,15 @@ type refresher struct {
 }
 
 // flight is one refresh; done is closed when it has ended, after which ok
-// says whether it stored a fresh answer and upstream who gave it.
+// says whether it stored a fresh answer, answer holds the answer itself
+// when it was NOERROR or NXDOMAIN (cached or not: spec section 10, a
+// fresh answer is never replaced by a stale one), and upstream names who
+// gave it. answer is shared by every client waiting: read it, never
+// write it.
 type flight struct {
 	done     chan struct{}
 	ok       bool
+	answer   []byte
 	upstream string
 }
 
@@ -83,11 +90,7 @@ func (rf *refresher) run(k cache.Key, q *wire.Query, z *Zone, f *flight, release
 		a, err, f.upstream = res.Answer, res.Err, res.Upstream
 	}
 	if err == nil {
-		raw := a.Raw
-		if raw == nil && a.Msg != nil && !mayBeLenient(a.Msg) {
-			raw, _ = a.Msg.Pack()
-		}
-		f.ok = raw != nil && h.cache.Cache.Put(k, raw, time.Now())
+		rf.settle(k, a, f)
 	}
 	if release != nil { // a prefetch
 		if !f.ok {
@@ -101,6 +104,40 @@ func (rf *refresher) run(k cache.Key, q *wire.Query, z *Zone, f *flight, release
 	delete(rf.inflight, k)
 	rf.mu.Unlock()
 	close(f.done)
+}
+
+// settle stores a, the answer of k's refresh, and keeps it in f for the
+// clients waiting. A NOERROR or NXDOMAIN answer that the cache declines
+// (TTL 0, no SOA) ends k's stale entry: it is fresher than the entry,
+// which must not be served over it (spec section 10). Any other rcode is
+// a failed resolution, for which the stale entry stands.
+func (rf *refresher) settle(k cache.Key, a wire.Answer, f *flight) {
+	raw, rcode := a.Raw, a.Layout.Rcode
+	cacheable := raw != nil
+	if raw == nil {
+		if a.Msg == nil {
+			return
+		}
+		rcode = a.Msg.Rcode
+		// A record parsed leniently may not parse once packed: never
+		// cached, and a waiting client that cannot parse it gets the
+		// stale answer.
+		cacheable = !mayBeLenient(a.Msg)
+		var err error
+		if raw, err = a.Msg.Pack(); err != nil {
+			return
+		}
+	}
+	now := time.Now()
+	c := rf.h.cache.Cache
+	f.ok = cacheable && c.Put(k, raw, now)
+	if rcode != dns.RcodeSuccess && rcode != dns.RcodeNameError {
+		return
+	}
+	f.answer = raw
+	if !f.ok {
+		c.DropStale(k, now)
+	}
 }
 
 // close cancels the refreshes in flight and waits for them to end; later
