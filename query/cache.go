@@ -34,6 +34,16 @@ type CacheConfig struct {
 
 	// OnPrefetch hears how each background refresh ended, or is nil.
 	OnPrefetch func(answered bool)
+
+	// MaxRefreshes bounds the background refreshes (prefetches and stale
+	// entries' resolutions) running at once; 0 means 16. Each holds a
+	// goroutine, a copy of its query and an answer buffer (some 5 KiB)
+	// for as long as its upstreams take, and a pool slot: the daemon
+	// gives them half the enabled upstreams' slots, so that the clients'
+	// own queries always have the other half. Past the bound a stale
+	// entry's client gets the stale answer at once and a prefetch waits
+	// for a later hit.
+	MaxRefreshes int
 }
 
 // Lookup results of the answer cache, Entry.CacheResult.
@@ -154,14 +164,13 @@ func (h *Handler) fromCacheQuick(s *scratch, buf []byte) (m *dns.Msg, out []byte
 // served (RFC 8767): it starts (or joins) the entry's refresh and waits for
 // it up to StaleClientTimeout, then answers with what the refresh got when
 // it was a NOERROR or NXDOMAIN answer (see fromRefresh), else with the
-// stale entry: TTL StaleAnswerTTL and EDE 3 (19 for NXDOMAIN); while
-// every upstream is in backoff it does not wait. A refresh still running
-// goes on to refresh the entry.
+// stale entry: TTL StaleAnswerTTL and EDE 3 (19 for NXDOMAIN). No refresh
+// starts, and the stale entry goes out at once, while every upstream is in
+// backoff or when MaxRefreshes are running. A refresh still running goes
+// on to refresh the entry.
 func (h *Handler) resolveStale(ctx context.Context, r *request, z *Zone, k cache.Key, hit cache.Hit, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
 	if packed, err := r.packTrimmed(s.packed[:]); err == nil {
-		f := h.refresh.start(k, r, packed, z, nil)
-		allDown := z == nil && h.cache.AllDown != nil && h.cache.AllDown()
-		if !allDown && waitFlight(ctx, f, h.cache.StaleClientTimeout) {
+		if f := h.refresh.start(k, r, packed, z, nil); f != nil && waitFlight(ctx, f, h.cache.StaleClientTimeout) {
 			if m, out, rcode, ok := h.fromRefresh(r, z, k, f, e, buf); ok {
 				return m, out, rcode
 			}

@@ -11,18 +11,27 @@ import (
 	"github.com/nxdnsd/nxdnsd/wire"
 )
 
+// defaultMaxRefreshes is CacheConfig.MaxRefreshes when it is not set:
+// half the slots of one upstream with the default slots, 32 (the daemon
+// always sets it, from the configured upstreams).
+const defaultMaxRefreshes = 16
+
 // refresher runs the cache's own resolutions: prefetches of entries near
 // their end, and the resolutions a stale entry's clients wait for (spec
 // section 10). They are the pool's own queries, not a client's: at most
-// one per key at a time, on goroutines the refresher owns and Close ends.
+// one per key and CacheConfig.MaxRefreshes in all at a time, none while every
+// upstream is in backoff (the upstreams' probes find the way back), on
+// goroutines the refresher owns and Close ends.
 type refresher struct {
 	h      *Handler
 	ctx    context.Context // ends with Close: cancels refreshes in flight
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // one per refresh running
 
-	mu       sync.Mutex // guards following
-	inflight map[cache.Key]*flight
+	limit int // the most refreshes running at once: CacheConfig.MaxRefreshes
+
+	mu       sync.Mutex            // guards following
+	inflight map[cache.Key]*flight // one per refresh running: at most limit
 	closed   bool
 }
 
@@ -41,31 +50,40 @@ type flight struct {
 
 func newRefresher(h *Handler) *refresher {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &refresher{h: h, ctx: ctx, cancel: cancel, inflight: make(map[cache.Key]*flight)}
+	limit := h.cache.MaxRefreshes
+	if limit <= 0 {
+		limit = defaultMaxRefreshes
+	}
+	return &refresher{h: h, ctx: ctx, cancel: cancel, limit: limit, inflight: make(map[cache.Key]*flight)}
 }
 
-// start refreshes k, r's key (packed: r packed for upstreams), unless a
-// refresh of k is running already, and returns the flight to wait for. The
-// query is copied: r lives only during ServeDNS. z is r's forward zone, or
-// nil for the pool. A prefetch passes release, called when it stores
-// nothing (so that a later hit may try again); a stale entry's refresh
-// passes nil. After Close it returns a flight that has ended without an
-// answer.
+// start refreshes k, r's key (packed: r packed for upstreams), and returns
+// the flight to wait for: the refresh of k running already, if any, else
+// a new one. It returns nil, and starts nothing, after Close, while every
+// upstream is in backoff (z nil and CacheConfig.AllDown: a stale answer
+// then goes out at once, spec section 10), or when CacheConfig.MaxRefreshes
+// are running. The query is copied: r lives only during ServeDNS. z is
+// r's forward zone, or nil for the pool.
+//
+// A prefetch passes release, the end of its claim on the entry: the
+// refresh calls it when it stores nothing (so that a later hit may try
+// again), and start calls it at once when it starts no refresh with it.
+// A stale entry's refresh passes nil.
 func (rf *refresher) start(k cache.Key, r *request, packed []byte, z *Zone, release func()) *flight {
+	down := z == nil && rf.h.cache.AllDown != nil && rf.h.cache.AllDown()
 	rf.mu.Lock()
-	if f := rf.inflight[k]; f != nil {
-		rf.mu.Unlock()
-		return f
+	f := rf.inflight[k]
+	if rf.closed || down {
+		f = nil
 	}
-	f := &flight{done: make(chan struct{})}
-	if rf.closed {
+	if f != nil || rf.closed || down || len(rf.inflight) >= rf.limit {
 		rf.mu.Unlock()
 		if release != nil {
 			release()
 		}
-		close(f.done)
 		return f
 	}
+	f = &flight{done: make(chan struct{})}
 	rf.inflight[k] = f
 	rf.wg.Add(1)
 	rf.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -156,6 +157,155 @@ func TestStaleStandsOverServfail(t *testing.T) {
 		for range 2 {
 			m, _ := exchange(t, h, q(), ProtoUDP)
 			staleEDE(t, m, 3)
+		}
+	})
+}
+
+// fillStale caches names (each an A record of TTL 10) and lets them
+// expire.
+func fillStale(tb testing.TB, h *Handler, pool *gatedPool, names []string) {
+	tb.Helper()
+	pool.set(answerA(tb, 10, "192.0.2.1"), nil)
+	for _, name := range names {
+		exchange(tb, h, newQuery(name, dns.TypeA), ProtoUDP)
+	}
+	time.Sleep(11 * time.Second)
+}
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("n%d.example.", i)
+	}
+	return out
+}
+
+// While every upstream is in backoff no refresh starts, for stale entries
+// and prefetches alike: the stale answers go out at once and the pool
+// sees nothing.
+func TestNoRefreshWhileAllDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		pool := &gatedPool{}
+		cc := testCacheConfig()
+		cc.AllDown = down.Load
+		h, rec := newCachedHandler(t, pool, cc)
+		stale := names(200)
+		fillStale(t, h, pool, stale)
+		pool.set(answerA(t, 100, "192.0.2.1"), nil)
+		exchange(t, h, newQuery("due.example.", dns.TypeA), ProtoUDP)
+		time.Sleep(95 * time.Second) // its last 10 %
+		down.Store(true)
+		pool.set(answerA(t, 10, "192.0.2.1"), make(chan struct{})) // a refresh would stay in flight
+
+		before, _ := pool.stats()
+		for range 3 {
+			for _, name := range stale {
+				start := time.Now()
+				m, _ := exchange(t, h, withEDNS(newQuery(name, dns.TypeA), 1232, false), ProtoUDP)
+				if d := time.Since(start); d != 0 {
+					t.Fatalf("%s: the stale answer took %v, want it at once", name, d)
+				}
+				staleEDE(t, m, 3)
+			}
+		}
+		exchange(t, h, newQuery("due.example.", dns.TypeA), ProtoUDP)
+		if e := rec.last(); e.Source != SourceCache {
+			t.Fatalf("the prefetch's name: source %s, want cache", e.Source)
+		}
+		synctest.Wait()
+		if calls, _ := pool.stats(); calls != before {
+			t.Errorf("with every upstream in backoff the pool saw %d refreshes, want none", calls-before)
+		}
+	})
+}
+
+// At most MaxRefreshes refreshes run at once, however many stale names
+// are asked and however slow the upstreams; at most one per key. Past the
+// bound the client gets the stale answer at once; once refreshes end,
+// later hits refresh again.
+func TestRefreshesBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 4
+		pool := &gatedPool{}
+		cc := testCacheConfig()
+		cc.MaxRefreshes = limit
+		h, _ := newCachedHandler(t, pool, cc)
+		stale := names(40)
+		fillStale(t, h, pool, stale)
+		open := make(chan struct{})
+		pool.set(answerA(t, 10, "192.0.2.1"), open)
+		before, _ := pool.stats()
+
+		var wg sync.WaitGroup
+		for _, name := range stale {
+			raw := mustPack(t, withEDNS(newQuery(name, dns.TypeA), 1232, false))
+			for range 3 { // the same key, three clients at once
+				wg.Go(func() {
+					m := new(dns.Msg)
+					out := serve(context.Background(), h, raw, ProtoUDP)
+					if err := m.Unpack(out); err != nil {
+						t.Errorf("%s: %v", name, err)
+						return
+					}
+					staleEDE(t, m, 3)
+				})
+			}
+		}
+		wg.Wait() // every client got its stale answer: the refreshes still hang
+		calls, most := pool.stats()
+		if most != limit || calls-before != limit {
+			t.Errorf("stale hits on %d names, 3 clients each, with slow upstreams: %d refreshes, at most %d at once; want %d and %d",
+				len(stale), calls-before, most, limit, limit)
+		}
+
+		close(open)
+		synctest.Wait()
+		pool.set(answerA(t, 10, "192.0.2.1"), nil)
+		var freshAnswers int
+		for _, name := range stale {
+			m, _ := exchange(t, h, withEDNS(newQuery(name, dns.TypeA), 1232, false), ProtoUDP)
+			if len(ede(m)) == 0 {
+				freshAnswers++
+			}
+		}
+		if freshAnswers != len(stale) {
+			t.Errorf("with the refreshes ended and the upstream quick, %d of %d names answered fresh, want all", freshAnswers, len(stale))
+		}
+		if _, most := pool.stats(); most > limit {
+			t.Errorf("%d refreshes ran at once, want at most %d", most, limit)
+		}
+	})
+}
+
+// A prefetch past the bound is skipped and its claim released: a later
+// hit, once a refresh has ended, prefetches.
+func TestPrefetchPastTheBoundTriesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool := &gatedPool{}
+		cc := testCacheConfig()
+		cc.MaxRefreshes = 1
+		var prefetched atomic.Int64
+		cc.OnPrefetch = func(bool) { prefetched.Add(1) }
+		h, _ := newCachedHandler(t, pool, cc)
+		fillStale(t, h, pool, []string{"stale.example."})
+		pool.set(answerA(t, 100, "192.0.2.1"), nil)
+		exchange(t, h, newQuery("due.example.", dns.TypeA), ProtoUDP)
+		time.Sleep(95 * time.Second)
+
+		open := make(chan struct{})
+		pool.set(answerA(t, 100, "192.0.2.1"), open)
+		exchange(t, h, withEDNS(newQuery("stale.example.", dns.TypeA), 1232, false), ProtoUDP) // holds the one refresh
+		exchange(t, h, newQuery("due.example.", dns.TypeA), ProtoUDP)                          // skipped
+		synctest.Wait()
+		calls, _ := pool.stats()
+		close(open)
+		synctest.Wait()
+		pool.set(answerA(t, 100, "192.0.2.1"), nil)
+		exchange(t, h, newQuery("due.example.", dns.TypeA), ProtoUDP) // prefetches
+		synctest.Wait()
+		if after, _ := pool.stats(); calls != 3 || after != 4 || prefetched.Load() != 1 {
+			t.Errorf("pool calls %d with the bound full, %d after; %d prefetches; want 3, 4 and 1", calls, after, prefetched.Load())
 		}
 	})
 }
