@@ -37,7 +37,9 @@ type Key struct {
 	// Type and Class are the question's.
 	Type, Class uint16
 	// DO and CD are the query's DNSSEC OK and Checking Disabled bits: an
-	// answer to one query is not an answer to the other.
+	// answer to one query is not an answer to the other. AD is no part of
+	// the key: upstreams are always asked with AD set, and the query path
+	// clears it for a client that set neither AD nor DO (RFC 6840 5.7).
 	DO, CD bool
 }
 
@@ -254,6 +256,27 @@ func (c *Cache) PutFailure(k Key, now time.Time) {
 		return
 	}
 	sh.insertFailure(c, h, item{key: k, stored: t, life: c.failureTTL, rcode: rcodeServFail, failure: true}, t)
+}
+
+// DropStale removes k's entry when at now it is an answer past its
+// lifetime (Stale), and reports whether it did: a refresh got a fresher
+// answer that Put declined (TTL 0, an NXDOMAIN without SOA), and a fresh
+// answer is never replaced by a stale one (spec section 10). A fresh
+// entry, one stored since, and a remembered failure stay.
+func (c *Cache) DropStale(k Key, now time.Time) bool {
+	h := c.hash(k)
+	sh := c.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.index[h]
+	if !ok {
+		return false
+	}
+	if it := &sh.items[i].it; it.key != k || it.state(now.UnixNano(), c.staleMaxAge) != Stale {
+		return false
+	}
+	sh.removeLocked(c, int(i))
+	return true
 }
 
 // Entries is the number of entries the cache holds, expired ones not yet

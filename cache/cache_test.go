@@ -181,3 +181,35 @@ func TestHitOutlivesEntry(t *testing.T) {
 		t.Fatal("a Hit changed when its entry was replaced")
 	}
 }
+
+// DropStale removes an entry only while it is stale: a fresh answer, a
+// remembered failure and another key's entry stay, and the bytes it
+// weighed are given back.
+func TestDropStale(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.StaleMaxAge = time.Hour
+	c := New(cfg)
+	k := keyOf(example) // lives 120 s
+	c.Put(k, example.pack(t), t0)
+	if c.DropStale(k, t0.Add(119*time.Second)) {
+		t.Fatal("a fresh entry was dropped")
+	}
+	other := k
+	other.DO = true
+	if c.DropStale(other, t0.Add(121*time.Second)) {
+		t.Fatal("another key's entry was dropped")
+	}
+	if !c.DropStale(k, t0.Add(121*time.Second)) {
+		t.Fatal("a stale entry was not dropped")
+	}
+	if _, st := c.Get(k, t0.Add(121*time.Second)); st != Miss || c.Entries() != 0 || c.Bytes() != 0 {
+		t.Errorf("after the drop: %v, %d entries, %d bytes; want a miss, none, 0", st, c.Entries(), c.Bytes())
+	}
+
+	fk := Key{Name: "fail.example.", Type: dns.TypeA, Class: dns.ClassINET}
+	c.PutFailure(fk, t0)
+	if c.DropStale(fk, t0) || c.DropStale(fk, t0.Add(time.Minute)) || c.Entries() != 1 {
+		t.Errorf("a remembered failure was dropped: %d entries", c.Entries())
+	}
+}

@@ -11,6 +11,9 @@
 // upstream. On a Miss the query is resolved and Put stores the answer, or
 // PutFailure remembers the failure. A hit that PrefetchDue reports starts
 // one background refresh per entry: ClaimRefresh, then Put, or Release.
+// A stale entry's refresh that gets an answer Put declines (TTL 0, an
+// NXDOMAIN without SOA) ends the entry with DropStale: a fresh answer is
+// never replaced by a stale one.
 // SaveFile and LoadFile keep the cache across a restart.
 //
 // Put decides what is cacheable and for how long by the RFCs (see Put);

@@ -54,12 +54,13 @@ func (d *Daemon) staleMaxAge() time.Duration {
 	return d.cfg.Cache.StaleMaxAge()
 }
 
-// cacheConfig is the query path's view of the cache and its policy cc,
-// for a handler over pool.
-func (d *Daemon) cacheConfig(cc config.Cache, pool *actors.Pool) query.CacheConfig {
+// cacheConfig is the query path's view of the cache and cfg's policy for
+// it, for a handler over pool.
+func (d *Daemon) cacheConfig(cfg *config.Config, pool *actors.Pool) query.CacheConfig {
 	if d.cache == nil {
 		return query.CacheConfig{}
 	}
+	cc := cfg.Cache
 	return query.CacheConfig{
 		Cache:              d.cache,
 		Prefetch:           cc.Prefetch,
@@ -68,7 +69,21 @@ func (d *Daemon) cacheConfig(cc config.Cache, pool *actors.Pool) query.CacheConf
 		StaleClientTimeout: cc.StaleClientTimeout(),
 		AllDown:            pool.AllInBackoff,
 		OnPrefetch:         d.metrics.Prefetch,
+		MaxRefreshes:       refreshSlots(cfg.Upstreams),
 	}
+}
+
+// refreshSlots bounds the cache's background refreshes: half the enabled
+// upstreams' slots, at least one, so that the clients' own queries always
+// have the other half.
+func refreshSlots(ups []config.Upstream) int {
+	n := 0
+	for _, u := range ups {
+		if u.IsEnabled() {
+			n += u.Slots
+		}
+	}
+	return max(n/2, 1)
 }
 
 // saveCache writes the cache to cache.path, for a warm restart.

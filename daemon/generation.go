@@ -155,7 +155,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		Records: localRecords(cfg.LocalRecords),
 		Pool:    g.pool,
 		Hooks:   d.hooks,
-		Cache:   d.cacheConfig(cfg.Cache, g.pool),
+		Cache:   d.cacheConfig(cfg, g.pool),
 		Allow:   cfg.Server.AllowPrefixes,
 		Loops:   g.loops,
 	})

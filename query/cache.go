@@ -34,6 +34,16 @@ type CacheConfig struct {
 
 	// OnPrefetch hears how each background refresh ended, or is nil.
 	OnPrefetch func(answered bool)
+
+	// MaxRefreshes bounds the background refreshes (prefetches and stale
+	// entries' resolutions) running at once; 0 means 16. Each holds a
+	// goroutine, a copy of its query and an answer buffer (some 5 KiB)
+	// for as long as its upstreams take, and a pool slot: the daemon
+	// gives them half the enabled upstreams' slots, so that the clients'
+	// own queries always have the other half. Past the bound a stale
+	// entry's client gets the stale answer at once and a prefetch waits
+	// for a later hit.
+	MaxRefreshes int
 }
 
 // Lookup results of the answer cache, Entry.CacheResult.
@@ -56,10 +66,14 @@ func (r *request) cacheKey() cache.Key {
 // client's UDP size is parsed and truncated as any other.
 func (r *request) fromCache(hit cache.Hit, now time.Time, staleTTL uint32, ede uint16, buf []byte) (*dns.Msg, []byte, int) {
 	out := hit.AppendAnswer(buf[:0], r.id, r.questionBytes(), now, staleTTL)
-	// The client's RD, not the one of the query that filled the entry.
+	// The client's RD, not the one of the query that filled the entry;
+	// the upstream's AD, for a client that may have it (keepsAD).
 	flags := wire.Flags(out) &^ wire.FlagRD
 	if r.rd {
 		flags |= wire.FlagRD
+	}
+	if !r.keepsAD() {
+		flags &^= wire.FlagAD
 	}
 	binary.BigEndian.PutUint16(out[2:], flags)
 	rcode := hit.Rcode()
@@ -148,22 +162,17 @@ func (h *Handler) fromCacheQuick(s *scratch, buf []byte) (m *dns.Msg, out []byte
 
 // resolveStale answers r, whose entry hit has expired but may still be
 // served (RFC 8767): it starts (or joins) the entry's refresh and waits for
-// it up to StaleClientTimeout — not at all while every upstream is in
-// backoff — then answers fresh when the refresh stored an answer in time,
-// else with the stale entry: TTL StaleAnswerTTL and EDE 3 (19 for
-// NXDOMAIN). A refresh still running goes on to refresh the entry.
+// it up to StaleClientTimeout, then answers with what the refresh got when
+// it was a NOERROR or NXDOMAIN answer (see fromRefresh), else with the
+// stale entry: TTL StaleAnswerTTL and EDE 3 (19 for NXDOMAIN). No refresh
+// starts, and the stale entry goes out at once, while every upstream is in
+// backoff or when MaxRefreshes are running. A refresh still running goes
+// on to refresh the entry.
 func (h *Handler) resolveStale(ctx context.Context, r *request, z *Zone, k cache.Key, hit cache.Hit, e *Entry, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
 	if packed, err := r.packTrimmed(s.packed[:]); err == nil {
-		f := h.refresh.start(k, r, packed, z, nil)
-		allDown := z == nil && h.cache.AllDown != nil && h.cache.AllDown()
-		if !allDown && waitFlight(ctx, f, h.cache.StaleClientTimeout) && f.ok {
-			now := time.Now()
-			if fresh, st := h.cache.Cache.Get(k, now); st == cache.Fresh {
-				e.Source, e.Upstream = SourcePool, f.upstream
-				if z != nil {
-					e.Source, e.Zone, e.ZoneOutcome = SourceForwardZone, z.Name, ZoneAnswer
-				}
-				return r.fromCache(fresh, now, 0, 0, buf)
+		if f := h.refresh.start(k, r, packed, z, nil); f != nil && waitFlight(ctx, f, h.cache.StaleClientTimeout) {
+			if m, out, rcode, ok := h.fromRefresh(r, z, k, f, e, buf); ok {
+				return m, out, rcode
 			}
 		}
 	}
@@ -173,6 +182,38 @@ func (h *Handler) resolveStale(ctx context.Context, r *request, z *Zone, k cache
 		code = edeStaleNXDomain
 	}
 	return r.fromCache(hit, e.Time, uint32(h.cache.StaleAnswerTTL/time.Second), code, buf)
+}
+
+// fromRefresh answers r with what f, the ended refresh of its expired
+// entry k, got: the fresh entry it stored, or its NOERROR or NXDOMAIN
+// answer as it came when the cache declined it (TTL 0, no SOA), which
+// goes to the client over the stale entry (spec section 10). ok is false
+// when the refresh got no such answer: the stale entry stands.
+func (h *Handler) fromRefresh(r *request, z *Zone, k cache.Key, f *flight, e *Entry, buf []byte) (m *dns.Msg, out []byte, rcode int, ok bool) {
+	if f.answer == nil {
+		return nil, nil, 0, false
+	}
+	var fresh cache.Hit
+	st := cache.Miss
+	now := time.Now()
+	if f.ok {
+		fresh, st = h.cache.Cache.Get(k, now)
+	}
+	if st == cache.Fresh {
+		m, out, rcode = r.fromCache(fresh, now, 0, 0, buf)
+	} else {
+		// f.answer is every waiting client's: each parses its own copy.
+		m = new(dns.Msg)
+		if err := m.Unpack(f.answer); err != nil {
+			return nil, nil, 0, false
+		}
+		r.adopt(m)
+	}
+	e.Source, e.Upstream = SourcePool, f.upstream
+	if z != nil {
+		e.Source, e.Zone, e.ZoneOutcome = SourceForwardZone, z.Name, ZoneAnswer
+	}
+	return m, out, rcode, true
 }
 
 // waitFlight waits for f to end, at most d, and reports whether it ended.

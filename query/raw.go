@@ -28,6 +28,9 @@ func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out 
 		return raw, 0, false // LayoutAnswer matched the questions: never
 	}
 	binary.BigEndian.PutUint16(raw, r.id)
+	if !r.keepsAD() {
+		binary.BigEndian.PutUint16(raw[2:], wire.Flags(raw)&^wire.FlagAD)
+	}
 	// The questions are equal but for the case of letters: the client's
 	// spelling goes back.
 	copy(raw[wire.HeaderLen:l.QuestionEnd], packed[wire.HeaderLen:l.QuestionEnd])

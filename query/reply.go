@@ -51,13 +51,15 @@ func newOPT(do bool) *dns.OPT {
 
 // adopt makes an answer that came from a zone resolver or the pool the
 // client's, leaving its content (rcode, flags, records, DNSSEC data, the
-// OPT's DO bit and options) as it was. Only the OPT's UDP size changes: it
-// is hop-by-hop (RFC 6891 section 6.2.3) and must state what nxdnsd accepts,
-// not what the upstream does. A client without EDNS gets no OPT, unless the
+// OPT's DO bit and options) as it was, but for AD, which a client that
+// set neither AD nor DO does not get (keepsAD), and the OPT's UDP size: it
+// is hop-by-hop (RFC 6891 section 6.2.3) and must state what nxdnsd
+// accepts, not what the upstream does. A client without EDNS gets no OPT, unless the
 // rcode needs its extended bits; a client with EDNS gets one even from an
 // upstream that sent none.
 func (r *request) adopt(m *dns.Msg) {
 	r.recheck = mayBeLenient(m)
+	m.AuthenticatedData = m.AuthenticatedData && r.keepsAD()
 	opt, _ := findOPT(m.Extra)
 	switch {
 	case opt != nil && r.edns:

@@ -27,6 +27,7 @@ type request struct {
 	id     uint16
 	opcode int
 	rd, cd bool
+	ad     bool // the client's AD bit: with do, whether an answer may keep AD (see keepsAD)
 
 	// question is echoed in every answer: the client's one question exactly
 	// as written, the questions of a NOTIMP query, nil in a FORMERR.
@@ -90,7 +91,7 @@ func (r *request) packTrimmed(buf []byte) ([]byte, error) {
 	}
 	b := buf[:copy(buf, r.common)]
 	flags := binary.BigEndian.Uint16(b[2:])
-	binary.BigEndian.PutUint16(b[2:], flags&(wire.FlagRD|wire.FlagAD|wire.FlagCD)) // what trim keeps: opcode QUERY, RD, AD, CD
+	binary.BigEndian.PutUint16(b[2:], flags&(wire.FlagRD|wire.FlagCD)|wire.FlagAD) // what trim keeps: opcode QUERY, RD, CD; AD always
 	if r.edns {
 		// The OPT ends the query: its class is the UDP size, nxdnsd's
 		// own, as parseCommon set it in msg; packing writes the
@@ -138,6 +139,7 @@ func (r *request) header(raw []byte, proto string) bool {
 	r.opcode = int(bits>>11) & 0xF
 	r.rd = bits&wire.FlagRD != 0
 	r.cd = bits&wire.FlagCD != 0
+	r.ad = bits&wire.FlagAD != 0
 	r.limit = answerLimit(proto, false, 0)
 	return true
 }
@@ -258,7 +260,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		Id:                r.id,
 		Opcode:            dns.OpcodeQuery,
 		RecursionDesired:  r.rd,
-		AuthenticatedData: binary.BigEndian.Uint16(raw[2:])&wire.FlagAD != 0,
+		AuthenticatedData: true, // see trim
 		CheckingDisabled:  r.cd,
 	}
 	r.common = raw
@@ -287,8 +289,11 @@ func findOPT(extra []dns.RR) (opt *dns.OPT, n int) {
 }
 
 // trim reduces the client's query to what is forwarded: the question, the
-// RD, CD and AD bits, and the client's OPT record (DO bit and options),
-// nothing else. Records a client put in other sections (a TSIG, say) mean
+// RD and CD bits, AD set, and the client's OPT record (DO bit and options),
+// nothing else. AD is set whatever the client's (RFC 6840 5.7, spec
+// section 10): a validating upstream then says whether the answer
+// validated, so that one answer, cached under a key without AD, serves
+// every client; keepsAD clears it for those that did not ask. Records a client put in other sections (a TSIG, say) mean
 // nothing to an upstream. The OPT's UDP size becomes nxdnsd's own,
 // wire.EDNSSize: it is hop-by-hop (RFC 6891 section 6.2.3), and the
 // client's says what the client takes from nxdnsd, not what nxdnsd takes
@@ -300,7 +305,7 @@ func trim(m *dns.Msg, opt *dns.OPT) {
 		Id:                m.Id,
 		Opcode:            dns.OpcodeQuery,
 		RecursionDesired:  m.RecursionDesired,
-		AuthenticatedData: m.AuthenticatedData,
+		AuthenticatedData: true,
 		CheckingDisabled:  m.CheckingDisabled,
 	}
 	m.Answer, m.Ns = nil, nil
@@ -313,6 +318,11 @@ func trim(m *dns.Msg, opt *dns.OPT) {
 		m.Extra = []dns.RR{opt}
 	}
 }
+
+// keepsAD reports whether an answer from a resolver or the cache may keep
+// the AD bit the upstream set: only when the client set AD or DO (RFC 6840
+// 5.7 and 5.8, spec section 10). Answers built here never set it.
+func (r *request) keepsAD() bool { return r.ad || r.do }
 
 // answerLimit is the largest answer nxdnsd sends a client: over UDP its
 // EDNS UDP size up to wire.EDNSSize (spec section 3, DNS Flag Day 2020: no
