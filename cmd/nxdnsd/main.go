@@ -95,6 +95,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitConfig
 	}
 	if *check {
+		// Valid, but what cannot work is said (the daemon logs it too).
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stderr, w.String())
+		}
 		return exitOK
 	}
 
