@@ -57,6 +57,10 @@ var sentinelGroups = [...]struct {
 	err   error
 	group Group
 }{
+	// A failed bootstrap lookup never reached the upstream, whatever its
+	// cause says (a bootstrap resolver's REFUSED or timeout is not the
+	// upstream's): first, so that nothing it wraps can place it.
+	{wire.ErrBootstrap, GroupLocalResource},
 	{wire.ErrPack, GroupLocalResource},
 	{wire.ErrRefused, GroupPeerFault},
 	{wire.ErrIDMismatch, GroupPeerFault},
@@ -150,10 +154,14 @@ func Classify(err error) Group {
 }
 
 // NoRoute reports whether err says this host has no way to the upstream
-// right now (see routeErrnos and localErrnos): a local error after which
-// a query fails over to the next upstream, since another may have a
-// route, instead of ending at once.
+// right now (see routeErrnos and localErrnos, and a failed bootstrap
+// lookup of the upstream's host name, wire.ErrBootstrap): a local error
+// after which a query fails over to the next upstream, since another may
+// have a route, instead of ending at once.
 func NoRoute(err error) bool {
+	if errors.Is(err, wire.ErrBootstrap) {
+		return true
+	}
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
 		return false

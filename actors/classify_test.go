@@ -127,6 +127,27 @@ func TestUnreachableFromThePathIsAPeerFault(t *testing.T) {
 	}
 }
 
+// A failed bootstrap lookup of an upstream's host name is local, whatever
+// the bootstrap resolver said (its REFUSED, its timeout, a system error of
+// the lookup's socket), and the query fails over: another upstream may
+// have its address. Without ErrBootstrap first in sentinelGroups the
+// wrapped REFUSED made it a peer fault.
+func TestBootstrapFailureIsLocal(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("dialing tls://dot.test:853: %w dot.test: 127.0.0.1:53: refused", wire.ErrBootstrap),
+		fmt.Errorf("dialing: %w: %w", wire.ErrBootstrap, wire.ErrRefused),
+		fmt.Errorf("dialing: %w: %w", wire.ErrBootstrap, wire.ErrResolverTimeout),
+		fmt.Errorf("dialing: %w: %w", wire.ErrBootstrap, opErr("read", "read", syscall.ECONNREFUSED)),
+	} {
+		if got := Classify(err); got != GroupLocalResource {
+			t.Errorf("Classify(%v) = %v, want %v", err, got, GroupLocalResource)
+		}
+		if !NoRoute(err) {
+			t.Errorf("NoRoute(%v) = false: the query would end instead of failing over", err)
+		}
+	}
+}
+
 // Running out of something is local but no route: the query ends, as
 // spec section 4's table says, instead of failing over.
 func TestResourceErrorsAreNotNoRoute(t *testing.T) {

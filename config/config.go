@@ -56,6 +56,16 @@ type UpstreamPolicy struct {
 	BackoffMS        int `toml:"backoff_ms"`         // first backoff
 	BackoffMaxMS     int `toml:"backoff_max_ms"`     // backoff ceiling
 	ProbeTimeoutMS   int `toml:"probe_timeout_ms"`   // observation interval of one health probe
+
+	// Bootstrap is the IP:PORT resolvers asked, over plain DNS, for the
+	// host names of tls and https upstreams without ip; empty: the
+	// upstreams that need no lookup themselves are asked. Never the
+	// system resolver.
+	Bootstrap []string `toml:"bootstrap"`
+
+	// BootstrapAddrs is Bootstrap parsed by validation (Load, Parse,
+	// Validate), read from no key; nil when Bootstrap is empty.
+	BootstrapAddrs []netip.AddrPort `toml:"-"`
 }
 
 // Upstream is one [[upstreams]] entry. Priority is its position in the list.

@@ -71,6 +71,7 @@ func Default() Config {
 			BackoffMS:        1000,
 			BackoffMaxMS:     30000,
 			ProbeTimeoutMS:   1000,
+			Bootstrap:        nil, // through the upstreams with an ip
 		},
 		Cache: Cache{
 			Enabled:              true,

@@ -48,6 +48,7 @@ func (c *Config) check() Problems {
 	c.Server.AllowPrefixes = ck.allow(c.Server.Allow)
 	ck.policy(c.Upstream)
 	ck.upstreams(c.Upstreams)
+	ck.bootstrap(&c.Upstream, c.Server.Listen, hostAddrs)
 	ck.selfUpstreams(c.Upstreams, c.Server.Listen, hostAddrs)
 	ck.forwardZones(c.ForwardZones)
 	ck.localRecords(c.LocalRecords)

@@ -28,7 +28,7 @@ func (c *Config) Warnings() Problems {
 			warn("cache.path", msg)
 		}
 	}
-	return ws
+	return append(ws, c.bootstrapWarnings()...)
 }
 
 // cacheDirProblem says why the cache could not be saved in the directory

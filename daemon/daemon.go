@@ -27,14 +27,16 @@ import (
 	"github.com/nxdnsd/nxdnsd/query"
 	"github.com/nxdnsd/nxdnsd/querylog"
 	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/bootstrap"
 )
 
 // Daemon is one running nxdnsd.
 type Daemon struct {
 	log   *zap.Logger
 	opts  options
-	cache *cache.Cache // or nil: cache.enabled is false; kept by every reload
-	hooks *observer    // every generation's query.Hooks
+	cache *cache.Cache        // or nil: cache.enabled is false; kept by every reload
+	boot  *bootstrap.Resolver // the host-name lookup of upstreams without ip; kept by every reload, its sources each generation's
+	hooks *observer           // every generation's query.Hooks
 
 	// front is every listener's handler: it holds the current generation
 	// (the pool, the forward-zone clients, the query handler), which a
@@ -78,7 +80,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d := &Daemon{cfg: cfg, log: log, opts: opts, admission: wire.NewAdmission()}
+	d := &Daemon{cfg: cfg, log: log, opts: opts, admission: wire.NewAdmission(), boot: bootstrap.New(log, nil)}
 	defer func() {
 		if err != nil {
 			d.abandon()
@@ -160,6 +162,7 @@ func (d *Daemon) abandon() {
 	if g := d.front.current(); g != nil {
 		g.close(nil)
 	}
+	_ = d.boot.Close()
 	d.closeQueryLog()
 }
 
@@ -208,6 +211,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	g.handler.Close() // the cache's refreshes end
 	d.saveCache()
 	g.close(nil)
+	_ = d.boot.Close()
 	d.closeQueryLog()
 	d.log.Info("nxdnsd stopped")
 	return err

@@ -7,12 +7,14 @@ import (
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+	"go.uber.org/zap"
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
 	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/bootstrap"
 )
 
 // generation is the query path one configuration builds: the upstream
@@ -28,6 +30,7 @@ type generation struct {
 	keys       []upstreamKey      // by pool index: what decides whether a reload keeps the upstream
 	transports []wire.Transport   // by pool index: the upstream's transport, closed with its actor
 	zones      []wire.Transport   // the forward-zone clients, this generation's own
+	boots      []wire.Transport   // the upstream.bootstrap clients, this generation's own
 	loops      *actors.Loops      // the upstreams' loop checks: the first generation's, handed on by every reload
 
 	refs     atomic.Int64  // queries running on it
@@ -61,14 +64,17 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		g.loops = actors.NewLoops()
 	}
 	var (
-		specs []actors.Spec
-		kept  []*actors.Upstream
-		fresh []wire.Transport // opened here: closed again on an error
+		specs   []actors.Spec
+		kept    []*actors.Upstream
+		fresh   []wire.Transport   // opened here: closed again on an error
+		sources []bootstrap.Source // the upstreams that need no lookup, in priority order
 	)
+	running := d.boot.Sources()
 	defer func() {
 		if err == nil {
 			return
 		}
+		d.boot.Use(running)
 		if g.handler != nil {
 			g.handler.Close()
 		}
@@ -85,7 +91,16 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		for _, z := range g.zones {
 			_ = z.Close()
 		}
+		for _, b := range g.boots {
+			_ = b.Close()
+		}
 	}()
+	if prev != nil {
+		// At start-up the command logs the warnings, in -check's words.
+		for _, w := range cfg.Warnings() {
+			d.log.Warn(w.String(), zap.String("path", w.Path))
+		}
+	}
 
 	for _, u := range cfg.Upstreams {
 		if !u.IsEnabled() {
@@ -97,19 +112,32 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 			kept = append(kept, prev.pool.Upstream(i))
 			g.keys = append(g.keys, k)
 			g.transports = append(g.transports, prev.transports[i])
+			if !u.NeedsBootstrap() {
+				sources = append(sources, bootstrap.Source{Name: u.Name, Exchanger: prev.transports[i]})
+			}
 			continue
 		}
 		// The address, ip and ca_file come parsed and loaded by the
 		// configuration's validation: nothing is parsed or read again.
-		t, err := wire.NewTransport(u.Addr,
+		opts := []wire.Option{
 			// One idle connection per slot (tcp, tls, https): every
 			// exchange in flight can reuse one. UDP shares one socket.
 			wire.WithMaxConns(u.Slots), wire.WithMaxIdle(u.Slots),
-			wire.WithDialIP(u.DialIP), wire.WithRootCAs(u.RootCAs))
+			wire.WithDialIP(u.DialIP), wire.WithRootCAs(u.RootCAs),
+		}
+		if u.NeedsBootstrap() {
+			// The daemon's one lookup, whatever generation: a reload
+			// that keeps the upstream keeps its transport.
+			opts = append(opts, wire.WithResolver(d.boot))
+		}
+		t, err := wire.NewTransport(u.Addr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}
 		fresh = append(fresh, t)
+		if !u.NeedsBootstrap() {
+			sources = append(sources, bootstrap.Source{Name: u.Name, Exchanger: t})
+		}
 		var x wire.Exchanger = t
 		if d.opts.exchanger != nil {
 			x = d.opts.exchanger(len(specs), t)
@@ -122,6 +150,18 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		g.transports = append(g.transports, t)
 	}
 	p := cfg.Upstream
+	if len(p.BootstrapAddrs) > 0 {
+		// upstream.bootstrap replaces the upstreams as the lookup's
+		// sources: plain DNS, UDP and TCP after truncation.
+		sources = nil
+		for _, ap := range p.BootstrapAddrs {
+			f := wire.NewForwarder(ap.String(), p.ReadTimeout())
+			g.boots = append(g.boots, f)
+			sources = append(sources, bootstrap.Source{Name: "bootstrap " + ap.String(), Exchanger: f})
+		}
+	}
+	// Before the pool starts, whose start-up probes may look hosts up.
+	d.boot.Use(sources)
 	policy := actors.Policy{
 		AttemptTimeout: p.AttemptTimeout(),
 		TotalTimeout:   p.TotalTimeout(),
@@ -236,6 +276,9 @@ func (g *generation) close(next *generation) {
 	}
 	for _, z := range g.zones {
 		_ = z.Close()
+	}
+	for _, b := range g.boots {
+		_ = b.Close()
 	}
 }
 

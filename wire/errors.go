@@ -34,6 +34,12 @@ var (
 	// ErrContentType: a DoH server answered 200 with a body that is not
 	// application/dns-message (a captive portal's page, a proxy's error).
 	ErrContentType = errors.New("DoH answer is not application/dns-message")
+
+	// ErrBootstrap: the host name of a DoT or DoH upstream without ip could
+	// not be resolved (see HostResolver): the bootstrap resolvers failed,
+	// or there are none. It says nothing about the upstream, which was
+	// never reached: a local error.
+	ErrBootstrap = errors.New("resolving the upstream's host name")
 )
 
 // Sentinels returns every sentinel error declared above.
@@ -41,6 +47,6 @@ func Sentinels() []error {
 	return []error{
 		ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
 		ErrMalformed, ErrPack, ErrResolverTimeout,
-		ErrHTTPStatus, ErrContentType,
+		ErrHTTPStatus, ErrContentType, ErrBootstrap,
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -54,13 +56,19 @@ type HTTPS struct {
 	label     string // the same redacted (Address.Redacted), naming the upstream in errors
 	client    http.Client
 	transport *http.Transport // the client's; Close closes its idle connections
+	hd        hostDialer      // where to dial: the pinned ip, or HOST looked up
+
+	// target is what the last lookup of HOST found, for the dialer; nil
+	// before the first, and always nil when an address is pinned.
+	target atomic.Pointer[Resolved]
 }
 
 var _ Transport = (*HTTPS)(nil)
 
 // NewHTTPS returns a DoH transport posting to addr, an https:// address
 // (see ParseAddress). Its HOST is the name the server's certificate must
-// carry; WithDialIP pins the address dialled, WithRootCAs and
+// carry; WithDialIP pins the address dialled, WithResolver looks HOST up
+// when it is a name and no address is pinned, WithRootCAs and
 // WithTLSConfig choose the roots, WithMaxConns and WithMaxIdle bound the
 // HTTP connections and WithIdleTimeout their idle life. It opens no
 // connection until the first exchange; it fails only when addr is not an
@@ -70,15 +78,22 @@ func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {
 		return nil, err
 	}
 	o := buildOptions(opts)
-	dial := dialAddress(o, addr)
 	conf := tlsClientConfig(o, addr.host)
+	h := &HTTPS{url: addr.String(), label: addr.Redacted(), hd: newHostDialer(o, addr)}
 
-	var dialer net.Dialer
 	tr := &http.Transport{
 		// The transport talks to one server only: every connection goes
-		// to its address, pinned or resolved.
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, dial)
+		// to its address, pinned or looked up by Exchange beforehand.
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var addrs []netip.Addr
+			if h.hd.needsLookup() {
+				r := h.target.Load()
+				if r == nil { // Exchange looks up before it posts
+					return nil, fmt.Errorf("%w %s: not looked up yet", ErrBootstrap, addr.host)
+				}
+				addrs = r.Addrs
+			}
+			return h.hd.dial(ctx, addrs)
 		},
 		TLSClientConfig:     conf,
 		ForceAttemptHTTP2:   true,
@@ -93,18 +108,15 @@ func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {
 			PingTimeout:     dohPingTimeout,
 		},
 	}
-	return &HTTPS{
-		url:   addr.String(),
-		label: addr.Redacted(),
-		client: http.Client{
-			Transport: tr,
-			// A DoH server that redirects is misconfigured, and following
-			// would turn the POST into a bodiless GET: the 3xx is the
-			// answer, and ErrHTTPStatus its error.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		transport: tr,
-	}, nil
+	h.client = http.Client{
+		Transport: tr,
+		// A DoH server that redirects is misconfigured, and following
+		// would turn the POST into a bodiless GET: the 3xx is the
+		// answer, and ErrHTTPStatus its error.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	h.transport = tr
+	return h, nil
 }
 
 // Exchange posts q and returns its answer as a Msg, as the Exchanger
@@ -120,11 +132,35 @@ func (h *HTTPS) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answe
 	if len(q.Packed) < HeaderLen || len(q.Packed) > maxMsgLen {
 		return Answer{}, fmt.Errorf("%w: a %d-byte query", ErrPack, len(q.Packed))
 	}
+	if h.hd.needsLookup() {
+		if err := h.lookup(ctx, expiry); err != nil {
+			return Answer{}, fmt.Errorf("dialing %s: %w", h.label, err)
+		}
+	}
 	// net/http takes a context: the deadline becomes one.
 	ctx, cancel := withExpiry(ctx, expiry)
 	defer cancel()
 	r, err := h.post(ctx, q)
 	return Answer{Msg: r}, err
+}
+
+// lookup makes sure the dialer has addresses for HOST that are not due
+// yet, asking the resolver when they are, here rather than in the dialer:
+// net/http dials under a context without the request's deadline, and
+// the request would end at its expiry, charged to the upstream, while a
+// lookup stalled. A lookup that fails is ErrBootstrap, before expiry.
+// On the query path it costs an atomic load and a clock reading per
+// exchange, for upstreams without ip only.
+func (h *HTTPS) lookup(ctx context.Context, expiry time.Time) error {
+	if r := h.target.Load(); r != nil && time.Now().Before(r.Until) {
+		return nil
+	}
+	r, err := h.hd.resolve(ctx, bound(ctx, expiry))
+	if err != nil {
+		return err
+	}
+	h.target.Store(&r)
+	return nil
 }
 
 // post is one DoH request for q under ctx.

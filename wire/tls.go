@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -42,9 +43,9 @@ import (
 //
 // A TLS is safe for concurrent use.
 type TLS struct {
-	addr        string // where to dial: the pinned ip:PORT, or HOST:PORT
-	label       string // "tls://HOST:PORT", naming the upstream in errors
-	dialer      tls.Dialer
+	label       string     // "tls://HOST:PORT", naming the upstream in errors
+	hd          hostDialer // where to dial: the pinned ip, or HOST looked up
+	conf        *tls.Config
 	maxConns    int
 	idleTimeout time.Duration
 
@@ -66,7 +67,8 @@ var _ Transport = (*TLS)(nil)
 
 // NewTLS returns a DoT transport to the server at addr, a tls:// address
 // (see ParseAddress). Its HOST is the name the certificate must carry;
-// WithDialIP pins the address dialled, WithRootCAs and WithTLSConfig choose
+// WithDialIP pins the address dialled, WithResolver looks HOST up when it
+// is a name and no address is pinned, WithRootCAs and WithTLSConfig choose
 // the roots, WithPipelineConns and WithIdleTimeout tune the connections. It
 // opens no connection until the first exchange and starts no goroutine; it
 // fails only when addr is not a tls:// address.
@@ -76,9 +78,9 @@ func NewTLS(addr Address, opts ...Option) (*TLS, error) {
 	}
 	o := buildOptions(opts)
 	return &TLS{
-		addr:        dialAddress(o, addr),
 		label:       addr.String(),
-		dialer:      tls.Dialer{Config: tlsClientConfig(o, addr.host)},
+		hd:          newHostDialer(o, addr),
+		conf:        tlsClientConfig(o, addr.host),
 		maxConns:    o.pipelineConns,
 		idleTimeout: o.idleTimeoutOr(DefaultTLSIdleTimeout),
 		open:        make(map[*dotConn]struct{}),
@@ -221,7 +223,7 @@ func (t *TLS) pickLocked() (c *dotConn, dial bool) {
 // dial connects and handshakes c under ctx, then starts its reader; it
 // sets c.conn or c.err and closes c.ready either way.
 func (t *TLS) dial(ctx context.Context, c *dotConn) {
-	nc, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	nc, err := t.connect(ctx)
 	t.mu.Lock()
 	if err != nil {
 		c.err = ioError(ctx, "dialing", t.label, err)
@@ -229,7 +231,7 @@ func (t *TLS) dial(ctx context.Context, c *dotConn) {
 		t.removeLocked(c)
 		close(c.done) // no reader will run
 	} else {
-		c.conn = nc.(*tls.Conn)
+		c.conn = nc
 		t.open[c] = struct{}{}
 	}
 	t.mu.Unlock()
@@ -238,6 +240,31 @@ func (t *TLS) dial(ctx context.Context, c *dotConn) {
 		go c.read()
 		go c.writeLoop() // ends when the reader does
 	}
+}
+
+// connect opens one connection under ctx and handshakes it, looking the
+// host up first when no address is pinned: a failed lookup is
+// ErrBootstrap, and ends before ctx's deadline (hostDialer.resolve).
+func (t *TLS) connect(ctx context.Context) (*tls.Conn, error) {
+	var addrs []netip.Addr
+	if t.hd.needsLookup() {
+		deadline, _ := ctx.Deadline()
+		r, err := t.hd.resolve(ctx, deadline)
+		if err != nil {
+			return nil, err
+		}
+		addrs = r.Addrs
+	}
+	raw, err := t.hd.dial(ctx, addrs)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, t.conf)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // release ends one exchange's hold on c. retire hands c to no new exchange;

@@ -3,7 +3,6 @@ package wire
 import (
 	"crypto/tls"
 	"fmt"
-	"net/netip"
 )
 
 // tlsClientConfig returns the configuration DoT and DoH verify the server
@@ -39,16 +38,6 @@ func tlsClientConfig(o options, serverName string) *tls.Config {
 // sessionCacheSize is the TLS sessions kept per upstream: one per
 // connection of DoT's few, and HTTP/2 needs one.
 const sessionCacheSize = 4
-
-// dialAddress returns where DoT and DoH connect for the server at addr:
-// WithDialIP's address when one was given (the ip key pins it; addr's host
-// stays the TLS name), else addr's HOST:PORT, which the dialer resolves.
-func dialAddress(o options, addr Address) string {
-	if !o.dialIP.IsValid() {
-		return addr.HostPort()
-	}
-	return netip.AddrPortFrom(o.dialIP, addr.port).String()
-}
 
 // checkScheme fails unless addr is of the scheme the constructor serves.
 func checkScheme(addr Address, scheme string) error {

@@ -60,7 +60,8 @@ type options struct {
 	idleTimeout   time.Duration
 	idleSet       bool           // WithIdleTimeout gave idleTimeout: DoT and DoH keep their default otherwise
 	tlsConfig     *tls.Config    // or nil: a fresh configuration
-	dialIP        netip.Addr     // or the zero Addr: resolve HOST when dialling
+	dialIP        netip.Addr     // or the zero Addr: HOST is dialled as it is (an IP) or resolved by resolver
+	resolver      HostResolver   // or nil: a HOST that is a name, without dialIP, cannot be dialled
 	rootCAs       *x509.CertPool // or nil: the system roots (or tlsConfig's)
 }
 
@@ -128,8 +129,7 @@ func WithTLSConfig(c *tls.Config) Option {
 
 // WithDialIP makes DoT and DoH connect to ip instead of resolving the
 // address's HOST, which stays the name the certificate must carry (the ip
-// key of an upstream). It spares the bootstrap lookup, which a forwarder
-// serving its own host could otherwise send to itself. The zero netip.Addr
+// key of an upstream). It spares the bootstrap lookup (WithResolver). The zero netip.Addr
 // means not set; NewTransport refuses an ip for udp:// and tcp://, whose
 // addresses are IPs already.
 func WithDialIP(ip netip.Addr) Option {

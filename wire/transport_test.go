@@ -125,22 +125,30 @@ func TestNewTransportOptions(t *testing.T) {
 }
 
 // The ip key pins where DoT and DoH connect, in the address's port, while
-// the address's host stays the TLS name.
-func TestDialAddress(t *testing.T) {
+// the address's host stays the TLS name; a host that is an IP literal is
+// dialled as it is; a name without ip is looked up ("" here).
+func TestDialTarget(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		address string
 		ip      netip.Addr
 		want    string
 	}{
-		{"tls://dns.example:853", netip.Addr{}, "dns.example:853"},
+		{"tls://dns.example:853", netip.Addr{}, ""},
 		{"tls://dns.example:853", netip.MustParseAddr("192.0.2.53"), "192.0.2.53:853"},
+		{"tls://192.0.2.7:853", netip.Addr{}, "192.0.2.7:853"},
 		{"https://dns.example/q", netip.MustParseAddr("2001:db8::53"), "[2001:db8::53]:443"},
-		{"https://dns.example:8443/q", netip.Addr{}, "dns.example:8443"},
+		{"https://[2001:db8::7]:8443/q", netip.Addr{}, "[2001:db8::7]:8443"},
+		{"https://dns.example:8443/q", netip.Addr{}, ""},
 	} {
 		o := buildOptions([]Option{WithDialIP(c.ip)})
-		if got := dialAddress(o, mustParseAddress(t, c.address)); got != c.want {
-			t.Errorf("dialAddress(%s, ip %v) = %q, want %q", c.address, c.ip, got, c.want)
+		d := newHostDialer(o, mustParseAddress(t, c.address))
+		got := ""
+		if d.pinned.IsValid() {
+			got = d.pinned.String()
+		}
+		if got != c.want || d.needsLookup() != (c.want == "") {
+			t.Errorf("newHostDialer(%s, ip %v) pins %q (lookup %v), want %q", c.address, c.ip, got, d.needsLookup(), c.want)
 		}
 	}
 }

@@ -101,6 +101,16 @@ slots = 0
 	}
 }
 
+// A valid configuration with an upstream nothing can look up passes
+// -check, which says so at the upstream's ip.
+func TestCheckWarnsOfAnUnresolvableUpstream(t *testing.T) {
+	p := writeConfig(t, "[[upstreams]]\naddress = \"tls://dns.example:853\"\n")
+	code, _, errs := runArgs("-c", p, "-check")
+	if code != 0 || !strings.HasPrefix(errs, "config: upstreams[0].ip: warning: ") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want 0 and one warning at upstreams[0].ip", code, errs)
+	}
+}
+
 func TestUnknownKeyRefused(t *testing.T) {
 	p := writeConfig(t, "[server]\nlisten = [\"127.0.0.1:5353\"]\nlisen = 1\n")
 	code, _, errs := runArgs("-c", p, "-check")
