@@ -57,14 +57,16 @@ type Upstream struct {
 	done  chan struct{}
 
 	// Loop checks (loop.go). loops and loopID are fixed at creation;
-	// checkSeq is written by the probe goroutine before each check it
-	// sends and read by the query path; checkBack is written by the query
-	// path when a check of ours comes back; loopSeq is the actor's own.
+	// checkSeq and lastCheck are written by the probe goroutine before
+	// each check it sends and read by the query path; checkBack is
+	// written by the query path when a check of ours comes back; loopSeq
+	// is the actor's own.
 	loops     *Loops // or nil: no checks
 	loopID    uint32
-	checkSeq  atomic.Uint32 // the last check sent; 0 before one
-	checkBack atomic.Uint32 // the last check that came back; 0 before one
-	loopSeq   uint32        // the check whose return put the upstream in loop; 0 when none
+	checkSeq  atomic.Uint32             // the last check sent; 0 before one
+	lastCheck atomic.Pointer[sentCheck] // the last check sent, as a name that comes back is held to it; nil before one
+	checkBack atomic.Uint32             // the last check that came back; 0 before one
+	loopSeq   uint32                    // the check whose return put the upstream in loop; 0 when none
 
 	mu               sync.Mutex // guards following; taken by the actor and by Status, never on the query path
 	policy           HealthPolicy

@@ -95,7 +95,7 @@ func TestSelfLoopFoundThroughTheHandler(t *testing.T) {
 // and for a name that only looks like a check, the special-use names
 // answer it NXDOMAIN.
 func TestForeignLoopCheckForwarded(t *testing.T) {
-	foreign := strings.Repeat("f", 16) + ".00000001.00000002." + actors.LoopCheckZone
+	foreign := strings.Repeat("f", 16) + ".00000001.00000002." + strings.Repeat("e", 16) + "." + actors.LoopCheckZone
 	if len(foreign) != actors.LoopCheckLen {
 		t.Fatalf("%q is %d bytes, want %d", foreign, len(foreign), actors.LoopCheckLen)
 	}
@@ -109,11 +109,14 @@ func TestForeignLoopCheckForwarded(t *testing.T) {
 		{"foreign check, upper case", strings.ToUpper(foreign), actors.NewLoops(), true},
 		{"without loop checks", foreign, nil, false},
 		{"too short for a check", "f." + actors.LoopCheckZone, actors.NewLoops(), false},
-		{"of the check's length, not under its zone", strings.Repeat("a", actors.LoopCheckLen-len("invalid.")-1) + ".invalid.", actors.NewLoops(), false},
+		{"of the check's length, not under its zone", strings.Repeat("a", 30) + "." + strings.Repeat("b", actors.LoopCheckLen-len("invalid.")-32) + ".invalid.", actors.NewLoops(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := answeringPool(t)
 			h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Loops: tc.loops})
+			if len(tc.qname) != actors.LoopCheckLen && tc.name != "too short for a check" {
+				t.Fatalf("%q is %d bytes, want %d", tc.qname, len(tc.qname), actors.LoopCheckLen)
+			}
 			m, _ := exchange(t, h, newQuery(tc.qname, dns.TypeTXT), ProtoUDP)
 			if got := pool.Calls() == 1; got != tc.forwarded {
 				t.Errorf("forwarded %v, want %v", got, tc.forwarded)
@@ -131,7 +134,7 @@ func TestLoopChecksCostNoAllocation(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own account")
 	}
-	for _, name := range []string{"www.example.com.", strings.Repeat("a", actors.LoopCheckLen-len(".example.com.")) + ".example.com."} {
+	for _, name := range []string{"www.example.com.", strings.Repeat("a", 30) + "." + strings.Repeat("b", actors.LoopCheckLen-len(".example.com.")-31) + ".example.com."} {
 		q := newQuery(name, dns.TypeA)
 		a := new(dns.Msg)
 		a.SetReply(q)
