@@ -332,7 +332,8 @@ func (u *Upstream) checked(c checkResult) {
 }
 
 // loopFound takes u out of service: check seq came back at now. OnLoop
-// hears of it when u was not looping already.
+// hears of it when u was not looping already, and OnLoopLeavesNone too
+// when no upstream of u's pool is left in service.
 func (u *Upstream) loopFound(seq uint32, now time.Time) {
 	if u.loopSeq == seq {
 		return
@@ -346,9 +347,29 @@ func (u *Upstream) loopFound(seq uint32, now time.Time) {
 	u.lastErr, u.lastErrAt = ErrLoop, now
 	u.mu.Unlock()
 	u.publish(old, h)
-	if !old.Loop && p.OnLoop != nil {
+	if old.Loop {
+		return
+	}
+	if p.OnLoop != nil {
 		p.OnLoop(u.Name, true, u.status())
 	}
+	if p.OnLoopLeavesNone != nil && u.allDown() {
+		p.OnLoopLeavesNone(u.Name, u.poolStatus())
+	}
+}
+
+// poolStatus is the status of every upstream of u's pool, in priority
+// order.
+func (u *Upstream) poolStatus() []Status {
+	peers := u.peers.Load()
+	if peers == nil {
+		return []Status{u.status()}
+	}
+	out := make([]Status, len(*peers))
+	for i, v := range *peers {
+		out[i] = v.status()
+	}
+	return out
 }
 
 // loopGone records a check that did not come back at now: a looping u is

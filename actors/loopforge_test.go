@@ -3,9 +3,12 @@ package actors
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // Forged and replayed loop checks (issue 25, item 1). A check's name goes
@@ -205,6 +208,81 @@ func TestCheckWindow(t *testing.T) {
 			if want := max(probe, CheckWindow); c == nil || c.seq != 1 || c.until.Sub(c.sent) != want {
 				t.Errorf("probe timeout %v: the start-up check %+v, want a window of %v", probe, c, want)
 			}
+		})
+	}
+}
+
+// noneHeard records OnLoopLeavesNone's calls as "upstream: the pool's
+// states".
+type noneHeard struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (h *noneHeard) on(upstream string, pool []Status) {
+	states := make([]string, len(pool))
+	for i, st := range pool {
+		switch {
+		case st.Loop:
+			states[i] = st.Name + "=loop"
+		case st.InBackoff:
+			states[i] = st.Name + "=backoff"
+		default:
+			states[i] = st.Name + "=healthy"
+		}
+	}
+	h.mu.Lock()
+	h.calls = append(h.calls, upstream+": "+strings.Join(states, " "))
+	h.mu.Unlock()
+}
+
+func (h *noneHeard) get() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.calls)
+}
+
+// A loop that leaves no upstream of the pool in service (the others loop
+// or are in backoff) is reported once, with every upstream's state; one
+// that leaves an upstream in service is not. (An upstream that goes into
+// backoff after the loop was found is the failure path's, not the loop's:
+// pass two still tries it.)
+func TestLoopLeavingNoneReported(t *testing.T) {
+	const late = 100 * time.Millisecond // u0's check comes back after u1's start-up probe has ended
+	for _, tc := range []struct {
+		name string
+		u1   func(*Loops) wire.Exchanger // nil: u0 alone
+		want []string
+	}{
+		{"the only upstream loops", nil, []string{"u0: u0=loop"}},
+		{"the other loops too", func(l *Loops) wire.Exchanger { return &loopFake{loops: l, looping: true} }, []string{"u0: u0=loop u1=loop"}},
+		{"the other is in backoff", func(*Loops) wire.Exchanger { return wire.MsgFunc(refusing) }, []string{"u0: u0=loop u1=backoff"}},
+		{"the other answers", func(l *Loops) wire.Exchanger { return &loopFake{loops: l} }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loops, none := NewLoops(), &noneHeard{}
+				p := defaults
+				p.Health.Loops, p.Health.OnLoopLeavesNone = loops, none.on
+				p.Health.FailureThreshold = 1
+				specs := []Spec{{Name: "u0", Address: "fake", Slots: 4, Transport: &loopFake{loops: loops, looping: true, late: late}}}
+				if tc.u1 != nil {
+					specs = append(specs, Spec{Name: "u1", Address: "fake", Slots: 4, Transport: tc.u1(loops)})
+				}
+				pool, err := NewPool(p, specs, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pool.Close()
+				time.Sleep(late)
+				synctest.Wait()
+				if st := pool.Status()[0]; !st.Loop {
+					t.Fatalf("u0 %+v, want loop", st)
+				}
+				if got := none.get(); !slices.Equal(got, tc.want) {
+					t.Errorf("heard %q, want %q", got, tc.want)
+				}
+			})
 		})
 	}
 }

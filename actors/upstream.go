@@ -94,9 +94,12 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 	if u.loops != nil {
 		u.loopID = u.loops.register(u)
 	}
-	go u.run()
 	return u
 }
+
+// start starts u's actor. The pool calls it once u has its peers (bind):
+// the start-up probe and its loop check weigh them.
+func (u *Upstream) start() { go u.run() }
 
 // run is the actor: it applies outcomes in the order queries sent them,
 // and probes the upstream at start-up and whenever a backoff ends. The
