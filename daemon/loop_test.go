@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -343,4 +346,41 @@ func anySlice(v any) []any {
 		return out
 	}
 	return nil
+}
+
+// Names under loop-check.nxdnsd.invalid. stay out of the query log, of
+// /api/queries and so of the status page: the check that came back, and
+// names that merely look like one (answered NXDOMAIN, as any name under
+// invalid.). They are still counted in the metrics.
+//
+// Fails before: the check that came back was the query log's first line.
+func TestLoopChecksStayOutOfTheQueryLog(t *testing.T) {
+	found := make(chan string, 1)
+	logPath := filepath.Join(t.TempDir(), "query.log")
+	a := startLoopDaemonWith(t, "a", found, fmt.Sprintf("[query_log]\npath = %q\n", logPath))
+	a.up.to(t, a.udp)
+	waitFound(t, found)
+	a.d.Pool().Sync()
+	for _, name := range []string{"loop-check.nxdnsd.invalid.", "x.LOOP-CHECK.nxdnsd.invalid.", strings.Repeat("a", 16) + ".00000001.00000001.loop-check.nxdnsd.invalid."} {
+		if r := ask(t, "udp", a.udp, wiretest.Query(name, dns.TypeTXT)); r.Rcode != dns.RcodeNameError {
+			t.Errorf("%s: %s, want NXDOMAIN", name, dns.RcodeToString[r.Rcode])
+		}
+	}
+	ask(t, "udp", a.udp, wiretest.Query("localhost.", dns.TypeA))
+	if n := a.served(); n != 5 {
+		t.Errorf("the metrics counted %d queries, want 5: the check, three look-alikes, localhost.", n)
+	}
+	a.d.qlog.Sync()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := parseLines(t, data)
+	if len(lines) != 1 || lines[0].qname() != "localhost." {
+		t.Errorf("query log:\n%s\nwant the line for localhost. alone", data)
+	}
+	_, recent := a.recentQueries(t, "")
+	if len(recent) != 1 || !strings.Contains(string(recent[0]), `"localhost."`) {
+		t.Errorf("/api/queries: %s, want localhost. alone", recent)
+	}
 }
