@@ -34,6 +34,13 @@ type HealthPolicy struct {
 	// checks confirm it in between. It must return quickly; the daemon
 	// logs with it.
 	OnLoop func(upstream string, looping bool, st Status)
+
+	// OnLoopLeavesNone, when set, is called on the upstream's actor
+	// goroutine, after OnLoop, when the loop just found through the
+	// upstream leaves no upstream of its pool in service: every other one
+	// loops or is in backoff. pool is every upstream's status, in
+	// priority order. It must return quickly; the daemon logs with it.
+	OnLoopLeavesNone func(upstream string, pool []Status)
 }
 
 // Health is one upstream's circuit breaker. It is a pure value: every

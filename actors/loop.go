@@ -2,7 +2,12 @@ package actors
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,32 +26,67 @@ import (
 // forwards to the nxdnsd that forwards to it) turns every query into an
 // endless chain, each hop a fresh query with a fresh deadline. To find
 // one, an upstream's actor sends a loop check in front of every probe: a
-// query for a name that carries the process's secret and the upstream's
-// identity,
+// query for a name that only this process can write, for this upstream
+// and this check alone,
 //
-//	<secret>.<upstream id>.<sequence>.loop-check.nxdnsd.invalid.
+//	<tag>.<upstream id>.<sequence>.<instance>.loop-check.nxdnsd.invalid.
 //
-// If that name arrives back as a client query, the query path recognises
-// its own secret (Loops.Seen, before the special-use names), answers it
-// NXDOMAIN at once without forwarding it, and tells the upstream it was
-// sent through: that upstream loops, and is taken out of service in both
+// The tag is an HMAC of the upstream's id, the check's sequence number and
+// the instant it was sent, under a key drawn at start-up that never leaves
+// the process; the instance is a random label that tells this process's
+// checks from another nxdnsd's, and is no secret. If a check arrives back
+// as a client query, the query path sees its instance (Loops.Seen, before
+// the special-use names) and answers it NXDOMAIN at once without
+// forwarding it; when it is the latest check sent through the upstream its
+// id names, with that check's tag, within its window (CheckWindow) and for
+// the first time, that upstream loops, and is taken out of service in both
 // passes of the dispatch (Health.LoopFound) until a later check no longer
 // comes back. Names under invalid. are answered NXDOMAIN by any honest
 // resolver and never leave a correct network; another nxdnsd forwards a
 // check that is not its own, so that a loop through it is found by the
 // nxdnsd that sent the check.
+//
+// A check is sent in clear to its upstream: its operator, or anyone who
+// sees a udp:// upstream's traffic, reads its name. What that name proves
+// is only what it can: that check, back once within its window, through
+// that upstream. A forged name (any tag, id or sequence), a check replayed
+// after its window or a second time, or one sent through another upstream
+// marks nothing. Someone who sees a check and sends it back within its
+// window plays a loop through the upstream it was sent to, once; such a
+// party can drop nxdnsd's queries to it anyway.
 
 // LoopCheckZone is the zone of every loop check's name.
 const LoopCheckZone = "loop-check.nxdnsd.invalid."
 
-// secretLen is the length of the secret label: 16 hex digits, 64 random
-// bits, which nobody who has not seen a check can guess.
-const secretLen = 16
+// tagBytes is how much of the HMAC a check's name carries: 80 bits, which
+// a forger has to guess with one packet a guess, each tried against one
+// upstream's latest check within its window.
+const tagBytes = 10
+
+// tagLen is the length of the tag label: tagBytes in lower-case base32,
+// with no padding (80 bits are 16 digits of 5).
+const tagLen = (tagBytes*8 + 4) / 5
+
+// instanceLen is the length of the instance label: 16 hex digits, 64
+// random bits, so that two nxdnsd never take each other's checks for their
+// own.
+const instanceLen = 16
 
 // LoopCheckLen is the length of every loop check's name, every label
 // being of fixed width: the query path compares one length before it
 // looks any further, so the check costs other queries nothing.
-const LoopCheckLen = secretLen + 1 + 8 + 1 + 8 + 1 + len(LoopCheckZone)
+const LoopCheckLen = tagLen + 1 + 8 + 1 + 8 + 1 + instanceLen + 1 + len(LoopCheckZone)
+
+// CheckWindow is how long after it was sent a check that comes back is
+// taken, or its probe_timeout_ms when that is longer (a check comes back
+// during its own exchange, or a moment after, when a forwarder on the loop
+// gave up on it before passing it on). A loop carries a check round in
+// milliseconds; a copy sent back later proves nothing.
+const CheckWindow = 5 * time.Second
+
+// tagEncoding writes a tag as a DNS label: lower case, since the query
+// path sees names in lower case, and without padding.
+var tagEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // ErrLoop is the last error of an upstream found looping: /api/health
 // shows it.
@@ -57,27 +97,34 @@ type LoopCheck uint8
 
 const (
 	NotLoopCheck     LoopCheck = iota // any other name
-	OwnLoopCheck                      // this process's check, come back: answer it at once, never forward it
+	OwnLoopCheck                      // a name of this process's checks, taken or not: answer it at once, never forward it
 	ForeignLoopCheck                  // another nxdnsd's check: forward it, so that its sender finds a loop through us
 )
 
-// Loops are one process's loop checks: its secret and the upstreams that
-// send them, by identity. One Loops serves every pool the process builds,
-// so that a check sent by an upstream a reload kept is still recognised.
-// It is safe for concurrent use.
+// Loops are one process's loop checks: its key, its instance and the
+// upstreams that send them, by identity. One Loops serves every pool the
+// process builds, so that a check sent by an upstream a reload kept is
+// still recognised. It is safe for concurrent use.
 type Loops struct {
-	secret string // secretLen lower-case hex digits
-	nextID atomic.Uint32
+	key      [32]byte // the HMAC key; never leaves the process
+	instance string   // instanceLen lower-case hex digits; no secret
+	suffix   string   // "." + instance + "." + LoopCheckZone: what ends every check of ours
+	nextID   atomic.Uint32
 
-	mu  sync.Mutex // guards following; taken when a check comes back and when an upstream starts or stops, never for other queries
+	mu  sync.Mutex // guards following; taken when a check of ours comes back and when an upstream starts or stops, never for other queries
 	ups map[uint32]*Upstream
 }
 
-// NewLoops returns the loop checks of a process, with a fresh secret.
+// NewLoops returns the loop checks of a process, with a fresh key and
+// instance.
 func NewLoops() *Loops {
-	var b [secretLen / 2]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return &Loops{secret: hex.EncodeToString(b[:]), ups: make(map[uint32]*Upstream)}
+	l := &Loops{ups: make(map[uint32]*Upstream)}
+	var inst [instanceLen / 2]byte
+	_, _ = rand.Read(l.key[:]) // never fails (crypto/rand)
+	_, _ = rand.Read(inst[:])
+	l.instance = hex.EncodeToString(inst[:])
+	l.suffix = "." + l.instance + "." + LoopCheckZone
+	return l
 }
 
 // register gives u its identity in the checks' names.
@@ -95,37 +142,83 @@ func (l *Loops) unregister(id uint32) {
 	l.mu.Unlock()
 }
 
-// name is the name of upstream id's check number seq.
-func (l *Loops) name(id, seq uint32) string {
-	return fmt.Sprintf("%s.%08x.%08x.%s", l.secret, id, seq, LoopCheckZone)
+// tag is the tag of upstream id's check number seq, sent at sent.
+func (l *Loops) tag(id, seq uint32, sent time.Time) string {
+	var msg [16]byte
+	binary.BigEndian.PutUint32(msg[0:], id)
+	binary.BigEndian.PutUint32(msg[4:], seq)
+	binary.BigEndian.PutUint64(msg[8:], uint64(sent.UnixNano()))
+	m := hmac.New(sha256.New, l.key[:])
+	m.Write(msg[:])
+	return tagEncoding.EncodeToString(m.Sum(nil)[:tagBytes])
+}
+
+// name is the name of upstream id's check number seq, with its tag.
+func (l *Loops) name(id, seq uint32, tag string) string {
+	return fmt.Sprintf("%s.%08x.%08x%s", tag, id, seq, l.suffix)
+}
+
+// sentCheck is an upstream's latest check, as a name that comes back is
+// held to it. The probe goroutine makes a new one for every check; it is
+// never changed.
+type sentCheck struct {
+	seq   uint32
+	tag   string    // tagLen digits
+	sent  time.Time // when it was sent, its monotonic reading included
+	until time.Time // the end of its window
+}
+
+// accepts reports whether tag, come back now, is c's: c's tag, within c's
+// window by the clock now. The tag is compared in constant time, and the
+// clock is read only for c's tag: a forgery costs no clock reading.
+func (c *sentCheck) accepts(tag string, now func() time.Time) bool {
+	if subtle.ConstantTimeCompare([]byte(tag), []byte(c.tag)) != 1 {
+		return false
+	}
+	t := now()
+	return !t.Before(c.sent) && t.Before(c.until)
 }
 
 // Seen tells what name, a client query's name in lower case and fully
-// qualified, is to the query path. A check of this process's, come back,
-// is reported to the upstream it was sent through before Seen returns, so
+// qualified, is to the query path. A check of this process's that is the
+// latest sent through the upstream its id names, with that check's tag,
+// within its window, is reported to that upstream before Seen returns (so
 // before the query path answers it: that answer is what ends the check's
-// own exchange. Callers may skip the call for a name whose length is not
-// LoopCheckLen.
+// own exchange); the upstream takes it once. Any other name of this
+// process's checks is reported nowhere. Callers may skip the call for a
+// name whose length is not LoopCheckLen.
 func (l *Loops) Seen(name string) LoopCheck {
-	const id, seq, zone = secretLen + 1, secretLen + 1 + 9, secretLen + 1 + 18
-	if len(name) != LoopCheckLen || name[zone-1:] != "."+LoopCheckZone {
+	if len(name) != LoopCheckLen || name[len(name)-len(LoopCheckZone)-1:] != "."+LoopCheckZone {
 		return NotLoopCheck
 	}
-	if name[:secretLen] != l.secret {
+	if name[len(name)-len(l.suffix):] != l.suffix {
 		return ForeignLoopCheck
+	}
+	l.cameBack(name)
+	return OwnLoopCheck
+}
+
+// cameBack reports name, a name of this process's checks come back, to
+// the upstream whose latest check it is, if any.
+func (l *Loops) cameBack(name string) {
+	const id, seq = tagLen + 1, tagLen + 1 + 9
+	if name[id-1] != '.' || name[seq-1] != '.' {
+		return
 	}
 	i, err1 := strconv.ParseUint(name[id:id+8], 16, 32)
 	s, err2 := strconv.ParseUint(name[seq:seq+8], 16, 32)
-	if err1 != nil || err2 != nil || name[seq-1] != '.' || name[id-1] != '.' {
-		return OwnLoopCheck // our secret in a name we never made: answered, never forwarded
+	if err1 != nil || err2 != nil {
+		return
 	}
 	l.mu.Lock()
 	u := l.ups[uint32(i)]
 	l.mu.Unlock()
-	if u != nil {
-		u.cameBack(uint32(s))
+	if u == nil {
+		return
 	}
-	return OwnLoopCheck
+	if c := u.lastCheck.Load(); c != nil && c.seq == uint32(s) && c.accepts(name[:tagLen], time.Now) {
+		u.cameBack(c.seq)
+	}
 }
 
 // checkQuestion is a loop check: name as TXT, recursion desired, with
@@ -170,7 +263,9 @@ func (u *Upstream) check(ctx context.Context, timeout time.Duration) (c checkRes
 	}
 	start := time.Now()
 	expiry := start.Add(timeout)
-	q, err := wire.NewQuery(checkQuestion(u.loops.name(u.loopID, c.seq)))
+	tag := u.loops.tag(u.loopID, c.seq, start)
+	u.lastCheck.Store(&sentCheck{seq: c.seq, tag: tag, sent: start, until: start.Add(max(timeout, CheckWindow))})
+	q, err := wire.NewQuery(checkQuestion(u.loops.name(u.loopID, c.seq, tag)))
 	var a wire.Answer
 	if err == nil {
 		a, err = u.transport.Exchange(ctx, q, expiry)
@@ -237,7 +332,8 @@ func (u *Upstream) checked(c checkResult) {
 }
 
 // loopFound takes u out of service: check seq came back at now. OnLoop
-// hears of it when u was not looping already.
+// hears of it when u was not looping already, and OnLoopLeavesNone too
+// when no upstream of u's pool is left in service.
 func (u *Upstream) loopFound(seq uint32, now time.Time) {
 	if u.loopSeq == seq {
 		return
@@ -251,9 +347,29 @@ func (u *Upstream) loopFound(seq uint32, now time.Time) {
 	u.lastErr, u.lastErrAt = ErrLoop, now
 	u.mu.Unlock()
 	u.publish(old, h)
-	if !old.Loop && p.OnLoop != nil {
+	if old.Loop {
+		return
+	}
+	if p.OnLoop != nil {
 		p.OnLoop(u.Name, true, u.status())
 	}
+	if p.OnLoopLeavesNone != nil && u.allDown() {
+		p.OnLoopLeavesNone(u.Name, u.poolStatus())
+	}
+}
+
+// poolStatus is the status of every upstream of u's pool, in priority
+// order.
+func (u *Upstream) poolStatus() []Status {
+	peers := u.peers.Load()
+	if peers == nil {
+		return []Status{u.status()}
+	}
+	out := make([]Status, len(*peers))
+	for i, v := range *peers {
+		out[i] = v.status()
+	}
+	return out
 }
 
 // loopGone records a check that did not come back at now: a looping u is

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type loopFake struct {
 	servfail bool          // checks that do not come back are answered SERVFAIL
 	late     time.Duration // > 0: a check comes back this long after its answer
 	checks   []time.Time
+	names    []string // each check's name, as sent
 	probes   []time.Time
 	clients  int
 	seen     []LoopCheck // what Seen said of each check that came back
@@ -48,6 +50,7 @@ func (f *loopFake) Exchange(ctx context.Context, q *wire.Query, expiry time.Time
 	switch {
 	case strings.HasSuffix(name, "."+LoopCheckZone):
 		f.checks = append(f.checks, time.Now())
+		f.names = append(f.names, name)
 	case isProbe(q.Msg):
 		f.probes = append(f.probes, time.Now())
 	default:
@@ -93,6 +96,22 @@ func (f *loopFake) record() (checks, probes []time.Time, clients int, seen []Loo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.checks), slices.Clone(f.probes), f.clients, slices.Clone(f.seen)
+}
+
+// sent returns the name of every check the fake was sent, in order.
+func (f *loopFake) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.names)
+}
+
+// relabel is a captured check's name with its upstream id and sequence
+// (its second and third labels) replaced: what anyone who saw one check
+// can write.
+func relabel(name string, id, seq uint32) string {
+	l := strings.Split(name, ".")
+	l[1], l[2] = fmt.Sprintf("%08x", id), fmt.Sprintf("%08x", seq)
+	return strings.Join(l, ".")
 }
 
 // loopHeard records OnLoop's calls as "name:loop" and "name:gone".
@@ -264,13 +283,13 @@ func TestStaleCheckIgnored(t *testing.T) {
 		pool := newLoopPool(t, loops, heard, f)
 		synctest.Wait()
 		u := pool.upstreams[0]
-		old := loops.name(u.loopID, 1)
 		pool.CheckLoops() // check 2, which does not come back
 		synctest.Wait()
+		old := f.sent()[0]
 		if v := loops.Seen(old); v != OwnLoopCheck {
 			t.Errorf("check 1 seen as %v", v)
 		}
-		if v := loops.Seen(loops.name(u.loopID+1, 1)); v != OwnLoopCheck {
+		if v := loops.Seen(loops.name(u.loopID+1, 1, loops.tag(u.loopID+1, 1, time.Now()))); v != OwnLoopCheck {
 			t.Errorf("an unknown upstream's check seen as %v", v)
 		}
 		synctest.Wait()
@@ -421,19 +440,25 @@ func TestCheckLoopsWaitsForTheRunningProbe(t *testing.T) {
 // in every shape a name can take; a check's name has LoopCheckLen bytes.
 func TestSeen(t *testing.T) {
 	a, b := NewLoops(), NewLoops()
-	name := a.name(7, 0xdeadbeef)
-	if len(name) != LoopCheckLen || !strings.HasSuffix(name, "."+LoopCheckZone) {
-		t.Fatalf("name %q (%d bytes), want %d bytes in %s", name, len(name), LoopCheckLen, LoopCheckZone)
+	sent := time.Now()
+	name := a.name(7, 0xdeadbeef, a.tag(7, 0xdeadbeef, sent))
+	if len(name) != LoopCheckLen || !strings.HasSuffix(name, "."+LoopCheckZone) || name != strings.ToLower(name) {
+		t.Fatalf("name %q (%d bytes), want %d bytes in %s, in lower case", name, len(name), LoopCheckLen, LoopCheckZone)
 	}
-	if a.secret == b.secret {
-		t.Fatal("two processes with one secret")
+	if a.instance == b.instance || a.key == b.key {
+		t.Fatal("two processes with one instance or one key")
+	}
+	if _, ok := dns.IsDomainName(name); !ok {
+		t.Fatalf("%q is not a domain name", name)
 	}
 	for _, tc := range []struct {
 		name string
 		want LoopCheck
 	}{
 		{name, OwnLoopCheck},
-		{b.name(7, 0xdeadbeef), ForeignLoopCheck},
+		{b.name(7, 0xdeadbeef, b.tag(7, 0xdeadbeef, sent)), ForeignLoopCheck},
+		{b.name(7, 0xdeadbeef, a.tag(7, 0xdeadbeef, sent)), ForeignLoopCheck},
+		{a.name(7, 0xdeadbeef, b.tag(7, 0xdeadbeef, sent)), OwnLoopCheck}, // our instance, never our tag: answered, not forwarded
 		{"example.com.", NotLoopCheck},
 		{"x.invalid.", NotLoopCheck},
 		{strings.Replace(name, "loop-check", "loop-chock", 1), NotLoopCheck},

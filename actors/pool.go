@@ -88,6 +88,9 @@ func NewPool(p Policy, specs []Spec, obs Observer) (*Pool, error) {
 		pool.upstreams = append(pool.upstreams, newUpstream(s.Name, s.Address, s.Slots, s.Transport, p.Health))
 	}
 	pool.bind()
+	for _, u := range pool.upstreams {
+		u.start()
+	}
 	return pool, nil
 }
 

@@ -32,10 +32,12 @@ func NewPoolFrom(p Policy, specs []Spec, kept []*Upstream, obs Observer) (*Pool,
 		return nil, err
 	}
 	pool := &Pool{policy: p, observer: obs}
+	var fresh []*Upstream
 	for i, s := range specs {
 		u := kept[i]
 		if u == nil {
 			u = newUpstream(s.Name, s.Address, s.Slots, s.Transport, p.Health)
+			fresh = append(fresh, u)
 		} else {
 			u.setPolicy(p.Health)
 			// A reload re-checks a looping upstream at once: the
@@ -45,6 +47,9 @@ func NewPoolFrom(p Policy, specs []Spec, kept []*Upstream, obs Observer) (*Pool,
 		pool.upstreams = append(pool.upstreams, u)
 	}
 	pool.bind() // kept upstreams weigh their new peers for the all-down rule
+	for _, u := range fresh {
+		u.start()
+	}
 	return pool, nil
 }
 

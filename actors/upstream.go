@@ -57,14 +57,16 @@ type Upstream struct {
 	done  chan struct{}
 
 	// Loop checks (loop.go). loops and loopID are fixed at creation;
-	// checkSeq is written by the probe goroutine before each check it
-	// sends and read by the query path; checkBack is written by the query
-	// path when a check of ours comes back; loopSeq is the actor's own.
+	// checkSeq and lastCheck are written by the probe goroutine before
+	// each check it sends and read by the query path; checkBack is
+	// written by the query path when a check of ours comes back; loopSeq
+	// is the actor's own.
 	loops     *Loops // or nil: no checks
 	loopID    uint32
-	checkSeq  atomic.Uint32 // the last check sent; 0 before one
-	checkBack atomic.Uint32 // the last check that came back; 0 before one
-	loopSeq   uint32        // the check whose return put the upstream in loop; 0 when none
+	checkSeq  atomic.Uint32             // the last check sent; 0 before one
+	lastCheck atomic.Pointer[sentCheck] // the last check sent, as a name that comes back is held to it; nil before one
+	checkBack atomic.Uint32             // the last check that came back; 0 before one
+	loopSeq   uint32                    // the check whose return put the upstream in loop; 0 when none
 
 	mu               sync.Mutex // guards following; taken by the actor and by Status, never on the query path
 	policy           HealthPolicy
@@ -92,9 +94,12 @@ func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPoli
 	if u.loops != nil {
 		u.loopID = u.loops.register(u)
 	}
-	go u.run()
 	return u
 }
+
+// start starts u's actor. The pool calls it once u has its peers (bind):
+// the start-up probe and its loop check weigh them.
+func (u *Upstream) start() { go u.run() }
 
 // run is the actor: it applies outcomes in the order queries sent them,
 // and probes the upstream at start-up and whenever a backoff ends. The

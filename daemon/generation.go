@@ -173,6 +173,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 			OnProbe:          d.probed,
 			Loops:            g.loops,
 			OnLoop:           d.looped,
+			OnLoopLeavesNone: d.noneInService,
 		},
 	}
 	if prev == nil {

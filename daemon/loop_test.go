@@ -2,9 +2,13 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,6 +94,14 @@ type loopDaemon struct {
 // daemon logs the loop warning, found hears its name.
 func startLoopDaemon(tb testing.TB, name string, found chan<- string) *loopDaemon {
 	tb.Helper()
+	return startLoopDaemonWith(tb, name, found, "")
+}
+
+// startLoopDaemonWith is startLoopDaemon with more TOML after the
+// upstream "next": more upstreams (after it in priority, over their own
+// transports), a query log.
+func startLoopDaemonWith(tb testing.TB, name string, found chan<- string, more string) *loopDaemon {
+	tb.Helper()
 	src := `
 [server]
 listen = ["127.0.0.1:0"]
@@ -101,7 +113,7 @@ backoff_max_ms = 30000
 [[upstreams]]
 name = "next"
 address = "udp://192.0.2.1:53" # never used: lateUpstream stands in for it
-`
+` + more
 	cfg, err := config.Parse([]byte(src))
 	if err != nil {
 		tb.Fatal(err)
@@ -118,7 +130,12 @@ address = "udp://192.0.2.1:53" # never used: lateUpstream stands in for it
 		}
 		return nil
 	}))
-	st := startConfig(tb, cfg, log, options{exchanger: func(int, wire.Exchanger) wire.Exchanger { return ld.up }})
+	st := startConfig(tb, cfg, log, options{exchanger: func(i int, t wire.Exchanger) wire.Exchanger {
+		if i == 0 {
+			return ld.up
+		}
+		return t
+	}})
 	ld.observed = &observed{started: st, admin: "http://" + st.d.AdminAddr().String()}
 	return ld
 }
@@ -262,5 +279,108 @@ func TestLoopTestsDodgeTheConfigCheck(t *testing.T) {
 	src := "[server]\nlisten = [\"" + a.udp + "\"]\n[[upstreams]]\naddress = \"udp://" + ap.String() + "\"\n"
 	if _, err := config.Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "upstreams[0].address") {
 		t.Errorf("the configuration check accepted nxdnsd as its own upstream: %v", err)
+	}
+}
+
+// noUpstreamError is what the daemon logs, at error, when a loop it found
+// leaves no upstream in service.
+const noUpstreamError = "no upstream is left in service"
+
+// errorsLogged returns the error-level entries whose message holds snippet.
+func (ld *loopDaemon) errorsLogged(snippet string) []zapobserver.LoggedEntry {
+	return ld.logs.FilterMessageSnippet(snippet).FilterLevelExact(zapcore.ErrorLevel).All()
+}
+
+// A loop that takes out the last upstream in service is logged at error,
+// once, saying why: every query now fails. With another upstream still in
+// service the loop is a warning alone.
+//
+// Fails before this line existed: the only sign of an nxdnsd that answers
+// every query SERVFAIL was a warning.
+func TestLoopLeavingNoUpstreamLogsAnError(t *testing.T) {
+	t.Run("the only upstream loops", func(t *testing.T) {
+		found := make(chan string, 1)
+		a := startLoopDaemon(t, "a", found)
+		a.up.to(t, a.udp)
+		waitFound(t, found)
+		a.d.Pool().Sync()
+		es := a.errorsLogged(noUpstreamError)
+		if len(es) != 1 {
+			t.Fatalf("%d error lines %q, want 1; logged: %v", len(es), noUpstreamError, a.logs.All())
+		}
+		f := es[0].ContextMap()
+		if f["upstream"] != "next" || !slices.Equal(anySlice(f["looping"]), []any{"next"}) {
+			t.Errorf("the error line's fields %v, want upstream next, looping [next]", f)
+		}
+		if r := ask(t, "udp", a.udp, wiretest.Query("example.com.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
+			t.Errorf("a client query: %s, want SERVFAIL, as the line says", dns.RcodeToString[r.Rcode])
+		}
+	})
+	t.Run("another upstream answers", func(t *testing.T) {
+		other := wiretest.NewServer(t, wiretest.Answer())
+		found := make(chan string, 1)
+		a := startLoopDaemonWith(t, "a", found, "[[upstreams]]\nname = \"other\"\naddress = \"udp://"+other.Addr+"\"\n")
+		a.up.to(t, a.udp)
+		waitFound(t, found)
+		a.d.Pool().Sync()
+		if es := a.errorsLogged(noUpstreamError); len(es) != 0 {
+			t.Errorf("error lines %v with an upstream in service", es)
+		}
+		if r := ask(t, "udp", a.udp, wiretest.Query("example.com.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
+			t.Errorf("a client query: %s, want an answer from the other upstream", dns.RcodeToString[r.Rcode])
+		}
+	})
+}
+
+// anySlice is v as a []any (zap's observer keeps an array field as it was
+// given, a []string here), or nil.
+func anySlice(v any) []any {
+	switch v := v.(type) {
+	case []any:
+		return v
+	case []string:
+		out := make([]any, len(v))
+		for i, s := range v {
+			out[i] = s
+		}
+		return out
+	}
+	return nil
+}
+
+// Names under loop-check.nxdnsd.invalid. stay out of the query log, of
+// /api/queries and so of the status page: the check that came back, and
+// names that merely look like one (answered NXDOMAIN, as any name under
+// invalid.). They are still counted in the metrics.
+//
+// Fails before: the check that came back was the query log's first line.
+func TestLoopChecksStayOutOfTheQueryLog(t *testing.T) {
+	found := make(chan string, 1)
+	logPath := filepath.Join(t.TempDir(), "query.log")
+	a := startLoopDaemonWith(t, "a", found, fmt.Sprintf("[query_log]\npath = %q\n", logPath))
+	a.up.to(t, a.udp)
+	waitFound(t, found)
+	a.d.Pool().Sync()
+	for _, name := range []string{"loop-check.nxdnsd.invalid.", "x.LOOP-CHECK.nxdnsd.invalid.", strings.Repeat("a", 16) + ".00000001.00000001.loop-check.nxdnsd.invalid."} {
+		if r := ask(t, "udp", a.udp, wiretest.Query(name, dns.TypeTXT)); r.Rcode != dns.RcodeNameError {
+			t.Errorf("%s: %s, want NXDOMAIN", name, dns.RcodeToString[r.Rcode])
+		}
+	}
+	ask(t, "udp", a.udp, wiretest.Query("localhost.", dns.TypeA))
+	if n := a.served(); n != 5 {
+		t.Errorf("the metrics counted %d queries, want 5: the check, three look-alikes, localhost.", n)
+	}
+	a.d.qlog.Sync()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := parseLines(t, data)
+	if len(lines) != 1 || lines[0].qname() != "localhost." {
+		t.Errorf("query log:\n%s\nwant the line for localhost. alone", data)
+	}
+	_, recent := a.recentQueries(t, "")
+	if len(recent) != 1 || !strings.Contains(string(recent[0]), `"localhost."`) {
+		t.Errorf("/api/queries: %s, want localhost. alone", recent)
 	}
 }

@@ -78,6 +78,9 @@ func (o *observer) QueryDone(e *query.Entry) {
 	if e.Source == query.SourceRefused {
 		o.metrics.ACLRefused()
 	}
+	if e.LoopCheck {
+		return // counted, never shown: docs/operations.md, "Forwarding loops"
+	}
 	o.recent.add(e)
 	if o.qlog != nil && !o.qlog.Log(e) {
 		o.metrics.QueryLogDropped()

@@ -51,6 +51,12 @@ type Entry struct {
 	// query); 0 when the query had no readable question.
 	QClass uint16
 
+	// LoopCheck is set for a name under loop-check.nxdnsd.invalid.: a
+	// loop check come back (this process's or another nxdnsd's), or a name
+	// that looks like one. The daemon counts it in the metrics and keeps
+	// it out of the query log and the recent queries (query/loop.go).
+	LoopCheck bool // beside QClass: it takes the padding before Rcode
+
 	// Rcode is the rcode of the answer sent, extended bits included.
 	Rcode int
 

@@ -292,7 +292,7 @@ func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode i
 	if r.reject != dns.RcodeSuccess {
 		return r.reply(r.reject), nil, 0, true
 	}
-	if m := h.special(r); m != nil {
+	if m := h.special(r, e); m != nil {
 		e.Source = SourceSpecial
 		return m, nil, 0, true
 	}

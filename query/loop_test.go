@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +96,7 @@ func TestSelfLoopFoundThroughTheHandler(t *testing.T) {
 // and for a name that only looks like a check, the special-use names
 // answer it NXDOMAIN.
 func TestForeignLoopCheckForwarded(t *testing.T) {
-	foreign := strings.Repeat("f", 16) + ".00000001.00000002." + actors.LoopCheckZone
+	foreign := strings.Repeat("f", 16) + ".00000001.00000002." + strings.Repeat("e", 16) + "." + actors.LoopCheckZone
 	if len(foreign) != actors.LoopCheckLen {
 		t.Fatalf("%q is %d bytes, want %d", foreign, len(foreign), actors.LoopCheckLen)
 	}
@@ -109,11 +110,14 @@ func TestForeignLoopCheckForwarded(t *testing.T) {
 		{"foreign check, upper case", strings.ToUpper(foreign), actors.NewLoops(), true},
 		{"without loop checks", foreign, nil, false},
 		{"too short for a check", "f." + actors.LoopCheckZone, actors.NewLoops(), false},
-		{"of the check's length, not under its zone", strings.Repeat("a", actors.LoopCheckLen-len("invalid.")-1) + ".invalid.", actors.NewLoops(), false},
+		{"of the check's length, not under its zone", strings.Repeat("a", 30) + "." + strings.Repeat("b", actors.LoopCheckLen-len("invalid.")-32) + ".invalid.", actors.NewLoops(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := answeringPool(t)
 			h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Loops: tc.loops})
+			if len(tc.qname) != actors.LoopCheckLen && tc.name != "too short for a check" {
+				t.Fatalf("%q is %d bytes, want %d", tc.qname, len(tc.qname), actors.LoopCheckLen)
+			}
 			m, _ := exchange(t, h, newQuery(tc.qname, dns.TypeTXT), ProtoUDP)
 			if got := pool.Calls() == 1; got != tc.forwarded {
 				t.Errorf("forwarded %v, want %v", got, tc.forwarded)
@@ -131,7 +135,7 @@ func TestLoopChecksCostNoAllocation(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own account")
 	}
-	for _, name := range []string{"www.example.com.", strings.Repeat("a", actors.LoopCheckLen-len(".example.com.")) + ".example.com."} {
+	for _, name := range []string{"www.example.com.", strings.Repeat("a", 30) + "." + strings.Repeat("b", actors.LoopCheckLen-len(".example.com.")-31) + ".example.com."} {
 		q := newQuery(name, dns.TypeA)
 		a := new(dns.Msg)
 		a.SetReply(q)
@@ -161,4 +165,87 @@ func TestLoopChecksCostNoAllocation(t *testing.T) {
 			t.Errorf("%s: a forwarded query allocates %v objects, want at most 1", name, allocs)
 		}
 	}
+}
+
+// What the query path does with each kind of name under the checks' zone
+// (issue 25): every one is marked to stay out of the query log and the
+// recent queries; a name of this process's checks that is not a check an
+// upstream is waiting for (a forged tag, another upstream's id, the real
+// check sent back a minute later) is answered NXDOMAIN, not forwarded,
+// and marks no upstream; another nxdnsd's is forwarded; any other name
+// under the zone is answered NXDOMAIN as under invalid.. Names outside the
+// zone are not marked.
+func TestLoopCheckNames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loops := actors.NewLoops()
+		sent := make(chan string, 1)
+		honest := wire.MsgFunc(func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
+			r := new(dns.Msg)
+			r.SetReply(m)
+			if strings.HasSuffix(m.Question[0].Name, "."+actors.LoopCheckZone) {
+				r.Rcode = dns.RcodeNameError
+				select {
+				case sent <- m.Question[0].Name:
+				default:
+				}
+			}
+			return r, nil
+		})
+		upstreams, err := actors.NewPool(actors.Policy{
+			AttemptTimeout: 2500 * time.Millisecond,
+			TotalTimeout:   5000 * time.Millisecond,
+			Health:         actors.HealthPolicy{FailureThreshold: 3, Backoff: time.Second, BackoffMax: 30 * time.Second, ProbeTimeout: time.Second, Loops: loops},
+		}, []actors.Spec{{Name: "honest", Slots: 4, Transport: honest}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer upstreams.Close()
+		synctest.Wait()
+		check := <-sent
+		labels := strings.Split(check, ".")
+		with := func(i int, label string) string {
+			l := slices.Clone(labels)
+			l[i] = label
+			return strings.Join(l, ".")
+		}
+		time.Sleep(time.Minute)
+
+		for _, tc := range []struct {
+			qname      string
+			forwarded  bool
+			loopCheck  bool
+			nxdomainAt bool // answered NXDOMAIN from the special-use names
+		}{
+			{check, false, true, true}, // a minute late
+			{strings.ToUpper(check), false, true, true},
+			{with(0, strings.Repeat("a", len(labels[0]))), false, true, true},
+			{with(1, "00000002"), false, true, true},
+			{with(2, "ffffffff"), false, true, true},
+			{with(1, "0000000g"), false, true, true},
+			{with(3, strings.Repeat("e", len(labels[3]))), true, true, false}, // another nxdnsd's
+			{actors.LoopCheckZone, false, true, true},
+			{"x." + actors.LoopCheckZone, false, true, true},
+			{"xloop-check.nxdnsd.invalid.", false, false, true},
+			{"nxdnsd.invalid.", false, false, true},
+			{"example.com.", true, false, false},
+		} {
+			pool := answeringPool(t)
+			h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Loops: loops})
+			m, _ := exchange(t, h, newQuery(tc.qname, dns.TypeTXT), ProtoUDP)
+			e := rec.only(t)
+			if got := pool.Calls() == 1; got != tc.forwarded {
+				t.Errorf("%s: forwarded %v, want %v", tc.qname, got, tc.forwarded)
+			}
+			if e.LoopCheck != tc.loopCheck {
+				t.Errorf("%s: Entry.LoopCheck %v, want %v", tc.qname, e.LoopCheck, tc.loopCheck)
+			}
+			if tc.nxdomainAt && (m.Rcode != dns.RcodeNameError || e.Source != SourceSpecial) {
+				t.Errorf("%s: answered %s from %s, want NXDOMAIN from the special-use names", tc.qname, dns.RcodeToString[m.Rcode], e.Source)
+			}
+		}
+		synctest.Wait()
+		if st := upstreams.Status()[0]; st.Loop || st.InBackoff {
+			t.Errorf("the upstream after the names: %+v, want healthy", st)
+		}
+	})
 }
