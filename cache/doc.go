@@ -11,7 +11,9 @@
 // upstream. On a Miss the query is resolved and Put stores the answer, or
 // PutFailure remembers the failure. A hit that PrefetchDue reports starts
 // one background refresh per entry: ClaimRefresh, then Put, or Release.
-// SaveFile and LoadFile keep the cache across a restart.
+// SaveFile and LoadFile keep the cache across a restart; LoadFile reads
+// its file with fixed buffers, checks every length before reading what it
+// announces, and admits each entry against the bound as it reads it.
 //
 // Put decides what is cacheable and for how long by the RFCs (see Put);
 // it walks the answer's bytes itself, allocation-free, and copies what it
