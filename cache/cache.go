@@ -126,8 +126,12 @@ func log2(n int) int {
 
 // hash is k's hash: the map key of its entry (the entry holds k to tell a
 // collision), its shard (top bits) and its place in the sketch.
-func (c *Cache) hash(k Key) uint64 {
-	h := maphash.String(c.seed, k.Name)
+func (c *Cache) hash(k Key) uint64 { return c.mix(maphash.String(c.seed, k.Name), k) }
+
+// mix is the hash of a key whose name hashes to h, k giving the other
+// fields (LoadFile hashes a name's bytes, as maphash.Bytes does the same
+// as maphash.String).
+func (c *Cache) mix(h uint64, k Key) uint64 {
 	bits := uint64(k.Type)<<32 | uint64(k.Class)<<16
 	if k.DO {
 		bits |= 1

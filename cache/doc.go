@@ -14,7 +14,9 @@
 // A stale entry's refresh that gets an answer Put declines (TTL 0, an
 // NXDOMAIN without SOA) ends the entry with DropStale: a fresh answer is
 // never replaced by a stale one.
-// SaveFile and LoadFile keep the cache across a restart.
+// SaveFile and LoadFile keep the cache across a restart; LoadFile reads
+// its file with fixed buffers, checks every length before reading what it
+// announces, and admits each entry against the bound as it reads it.
 //
 // Put decides what is cacheable and for how long by the RFCs (see Put);
 // it walks the answer's bytes itself, allocation-free, and copies what it

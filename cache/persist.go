@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nxdnsd/nxdnsd/internal/safefile"
 )
 
 // The file SaveFile writes: a header (fileMagic, fileVersion as two
@@ -124,112 +127,275 @@ func appendEntry(b []byte, it *item) []byte {
 	return append(b, it.data...)
 }
 
+// Loaded is what LoadFile did with the entries of a file.
+type Loaded struct {
+	// Stored is how many it stored.
+	Stored int
+	// Skipped is how many it skipped as malformed: a length past what the
+	// cache could hold, flags or a lifetime Put never writes, an answer
+	// that is not a cacheable response to the entry's question.
+	Skipped int
+	// Dropped is how many well-formed entries it did not store: past
+	// their stale window, their key already had an entry, or there was no
+	// room left (it stores no more than Config.MaxBytes).
+	Dropped int
+}
+
+// The bounds of what LoadFile reads.
+const (
+	// maxKeyName bounds an entry's name: the longest wire name (255
+	// octets) in presentation format, every octet escaped as \DDD.
+	maxKeyName = 4 * maxNameLen
+	// maxAnswer bounds an entry's answer: the largest DNS message.
+	maxAnswer = 1<<16 - 1
+	// entryFixed is an entry's size less its name and its answer.
+	entryFixed = 2 + 2 + 2 + 1 + 8 + 4 + 4
+	// loadBuffer is how much of the file LoadFile reads at a time.
+	loadBuffer = 64 << 10
+)
+
+// FileLimit is the largest file LoadFile reads: what a cache of twice
+// Config.MaxBytes saves (an entry takes less room in the file than in
+// memory), so that halving cache.size_mib keeps a warm restart, and 1 MiB
+// for a small cache's file.
+func (c *Cache) FileLimit() int64 {
+	return 2*int64(c.budget)*int64(len(c.shards)) + 1<<20
+}
+
 // LoadFile reads back a file SaveFile wrote and stores its answers that
 // are still fresh or stale at now, unless their key has an entry already,
-// and returns how many it stored. A missing file is an error matching
+// as long as they fit in Config.MaxBytes.
+//
+// It reads the file twice, each time in a buffer of its own size: first
+// to check it whole (its version, its checksum, every length against what
+// remains of the file), then to store its entries one by one, each
+// admitted against the cache's bound before its answer is copied, so the
+// memory it takes is what the cache holds and a few buffers. A malformed
+// entry in a sound file is skipped (Loaded says how many).
+//
+// Only a regular file of at most FileLimit bytes is read, after following
+// symlinks (see safefile). A missing file is an error matching
 // fs.ErrNotExist; a damaged one matches ErrDamaged, and then nothing is
-// stored: every entry is checked before the first is.
-func (c *Cache) LoadFile(path string, now time.Time) (int, error) {
-	b, err := os.ReadFile(path)
+// stored.
+func (c *Cache) LoadFile(path string, now time.Time) (Loaded, error) {
+	f, size, err := safefile.Open(path, c.FileLimit())
 	if err != nil {
-		return 0, fmt.Errorf("loading cache: %w", err)
+		return Loaded{}, fmt.Errorf("loading cache: %w", err)
 	}
-	items, err := decodeFile(b)
+	defer f.Close()
+	ld, err := c.load(f, size, now)
 	if err != nil {
-		return 0, fmt.Errorf("loading cache from %s: %w", path, err)
+		return ld, fmt.Errorf("loading cache from %s: %w", path, err)
 	}
+	return ld, nil
+}
+
+// load is LoadFile on r, a file of size bytes. Should the file change
+// between its two reads (SaveFile replaces it whole, under another
+// inode, so only another writer can), what the second stored before it
+// saw the change stays.
+func (c *Cache) load(r io.ReadSeeker, size int64, now time.Time) (Loaded, error) {
+	sc := new(scanner)
+	if err := sc.scan(r, size, nil); err != nil {
+		return Loaded{}, err
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return Loaded{}, err
+	}
+	var ld Loaded
 	t := now.UnixNano()
-	n := 0
-	for _, it := range items {
-		if !it.live(t, c.staleMaxAge) {
-			continue
-		}
-		h := c.hash(it.key)
-		s := c.shard(h)
-		s.mu.Lock()
-		if _, ok := s.index[h]; !ok && s.insertLocked(c, h, it, t) {
-			n++
-		}
-		s.mu.Unlock()
-	}
-	return n, nil
+	err := sc.scan(r, size, func(e *fileEntry) { c.loadEntry(e, t, &ld) })
+	return ld, err
 }
 
-// decodeFile checks b, a whole file, and returns its entries.
-func decodeFile(b []byte) ([]item, error) {
-	if len(b) < fileHeader+fileTrailer || string(b[:4]) != fileMagic {
-		return nil, fmt.Errorf("%w: not a cache file", ErrDamaged)
+// loadEntry stores e, if it holds together, is live at now, and fits.
+func (c *Cache) loadEntry(e *fileEntry, now int64, ld *Loaded) {
+	if e.data == nil || e.flags > 3 || e.life == 0 || e.life > maxTTL {
+		ld.Skipped++
+		return
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != fileVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrDamaged, v, fileVersion)
+	it := item{stored: e.stored, life: e.life}
+	if !it.live(now, c.staleMaxAge) {
+		ld.Dropped++
+		return
 	}
-	body := len(b) - 4
-	if crc32.Checksum(b[:body], castagnoli) != binary.BigEndian.Uint32(b[body:]) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrDamaged)
-	}
-	count := int(binary.BigEndian.Uint32(b[body-4:]))
-	r := reader{b: b[fileHeader : body-4]}
-	items := make([]item, 0, min(count, len(r.b)/headerLen))
-	for len(r.b) > 0 {
-		it, ok := r.entry()
-		if !ok {
-			return nil, fmt.Errorf("%w: entry %d malformed", ErrDamaged, len(items))
-		}
-		items = append(items, it)
-	}
-	if len(items) != count {
-		return nil, fmt.Errorf("%w: %d entries, trailer says %d", ErrDamaged, len(items), count)
-	}
-	return items, nil
-}
-
-// reader reads an entry's fields off b; ok turns false for good at the
-// first that does not fit.
-type reader struct {
-	b  []byte
-	ok bool
-}
-
-func (r *reader) next(n int) []byte {
-	if !r.ok || n > len(r.b) {
-		r.ok = false
-		return make([]byte, n)
-	}
-	p := r.b[:n]
-	r.b = r.b[n:]
-	return p
-}
-
-func (r *reader) u16() uint16 { return binary.BigEndian.Uint16(r.next(2)) }
-func (r *reader) u32() uint32 { return binary.BigEndian.Uint32(r.next(4)) }
-func (r *reader) u64() uint64 { return binary.BigEndian.Uint64(r.next(8)) }
-
-// entry reads one entry and checks its answer as Put would have stored
-// it: a response to the key's question, records that fill it, no OPT.
-func (r *reader) entry() (item, bool) {
-	r.ok = true
-	var it item
-	it.key.Name = string(r.next(int(r.u16())))
-	it.key.Type = r.u16()
-	it.key.Class = r.u16()
-	flags := r.next(1)[0]
-	it.key.DO, it.key.CD = flags&1 != 0, flags&2 != 0
-	it.stored = int64(r.u64())
-	it.life = r.u32()
-	data := r.next(int(r.u32()))
-	if !r.ok || flags > 3 || it.life == 0 || it.life > maxTTL {
-		return it, false
-	}
-	s, ok := walk(data, 0, maxTTL)
+	s, ok := walk(e.data, 0, maxTTL)
 	if !ok || s.optStart >= 0 ||
-		binary.BigEndian.Uint16(data[s.qend-4:]) != it.key.Type ||
-		binary.BigEndian.Uint16(data[s.qend-2:]) != it.key.Class ||
-		!nameIs(data[headerLen:s.qend-4], it.key.Name) ||
+		binary.BigEndian.Uint16(e.data[s.qend-4:]) != e.typ ||
+		binary.BigEndian.Uint16(e.data[s.qend-2:]) != e.class ||
 		s.rcode != rcodeSuccess && s.rcode != rcodeNXDomain {
-		return it, false
+		ld.Skipped++
+		return
 	}
-	it.data = append([]byte(nil), data...)
+	k := Key{Type: e.typ, Class: e.class, DO: e.flags&1 != 0, CD: e.flags&2 != 0}
+	h := c.mix(maphash.Bytes(c.seed, e.name), k)
+	sh := c.shard(h)
+	w := len(e.data) + len(e.name) + entryOverhead
+	sh.mu.RLock()
+	_, present := sh.index[h]
+	room := sh.bytes+w <= c.budget
+	sh.mu.RUnlock()
+	if present || !room {
+		ld.Dropped++
+		return
+	}
+	// Admitted: only now is anything allocated for it.
+	k.Name = string(e.name)
+	if !nameIs(e.data[headerLen:s.qend-4], k.Name) {
+		ld.Skipped++
+		return
+	}
+	it.key = k
+	it.data = append([]byte(nil), e.data...)
 	it.qend = uint16(s.qend)
 	it.rcode = uint16(s.rcode)
-	return it, true
+	sh.mu.Lock()
+	if _, ok := sh.index[h]; !ok && sh.insertLocked(c, h, it, now) {
+		ld.Stored++
+	} else {
+		ld.Dropped++
+	}
+	sh.mu.Unlock()
+}
+
+// fileEntry is an entry as the file has it; name and data lie in the
+// scanner's buffers, valid until the next entry.
+type fileEntry struct {
+	name       []byte
+	typ, class uint16
+	flags      byte
+	stored     int64
+	life       uint32
+	data       []byte // nil when longer than maxAnswer: not read
+}
+
+// scanner reads files with buffers of a fixed size, whatever the file
+// says: it reads every length, checks it against what remains of the file
+// and against its bound, and only then reads what it announces.
+type scanner struct {
+	br    *bufio.Reader
+	fixed [entryFixed]byte
+	name  [maxKeyName]byte
+	data  [maxAnswer]byte
+}
+
+// scan reads a file of size bytes from r and checks it whole: its header,
+// the framing of every entry, the trailer's count and checksum. It hands
+// fn, unless nil, each entry as it reads it, before the checksum is
+// checked at the end.
+func (sc *scanner) scan(r io.Reader, size int64, fn func(*fileEntry)) error {
+	if size < fileHeader+fileTrailer {
+		return fmt.Errorf("%w: not a cache file", ErrDamaged)
+	}
+	crc := crc32.New(castagnoli)
+	// Everything but the checksum goes through crc; the limit keeps the
+	// buffer from reading the checksum ahead.
+	src := io.TeeReader(io.LimitReader(r, size-4), crc)
+	if sc.br == nil {
+		sc.br = bufio.NewReaderSize(src, loadBuffer)
+	} else {
+		sc.br.Reset(src)
+	}
+	hdr := sc.fixed[:fileHeader]
+	if err := sc.read(hdr); err != nil {
+		return err
+	}
+	if string(hdr[:4]) != fileMagic {
+		return fmt.Errorf("%w: not a cache file", ErrDamaged)
+	}
+	if v := binary.BigEndian.Uint16(hdr[4:]); v != fileVersion {
+		return fmt.Errorf("%w: version %d, want %d", ErrDamaged, v, fileVersion)
+	}
+	left := size - fileHeader - fileTrailer // the entries' bytes not read yet
+	var e fileEntry
+	n := 0
+	for ; left > 0; n++ {
+		if left < entryFixed {
+			return fmt.Errorf("%w: entry %d cut short", ErrDamaged, n)
+		}
+		f := sc.fixed[:2]
+		if err := sc.read(f); err != nil {
+			return err
+		}
+		nl := int64(binary.BigEndian.Uint16(f))
+		left -= 2
+		if nl > maxKeyName || nl > left-(entryFixed-2) {
+			return fmt.Errorf("%w: entry %d: a name of %d bytes", ErrDamaged, n, nl)
+		}
+		e.name = sc.name[:nl]
+		f = sc.fixed[:entryFixed-2]
+		if err := sc.read(e.name); err != nil {
+			return err
+		}
+		if err := sc.read(f); err != nil {
+			return err
+		}
+		left -= nl + entryFixed - 2
+		e.typ = binary.BigEndian.Uint16(f)
+		e.class = binary.BigEndian.Uint16(f[2:])
+		e.flags = f[4]
+		e.stored = int64(binary.BigEndian.Uint64(f[5:]))
+		e.life = binary.BigEndian.Uint32(f[13:])
+		dl := int64(binary.BigEndian.Uint32(f[17:]))
+		if dl > left {
+			return fmt.Errorf("%w: entry %d: an answer of %d bytes, %d left in the file", ErrDamaged, n, dl, left)
+		}
+		left -= dl
+		if dl > maxAnswer {
+			e.data = nil
+			if err := sc.discard(dl); err != nil {
+				return err
+			}
+		} else {
+			e.data = sc.data[:dl]
+			if err := sc.read(e.data); err != nil {
+				return err
+			}
+		}
+		if fn != nil {
+			fn(&e)
+		}
+	}
+	f := sc.fixed[:4]
+	if err := sc.read(f); err != nil {
+		return err
+	}
+	if count := binary.BigEndian.Uint32(f); int64(count) != int64(n) {
+		return fmt.Errorf("%w: %d entries, trailer says %d", ErrDamaged, n, count)
+	}
+	// The buffer has read all size-4 bytes: the checksum is next in r.
+	sum := sc.fixed[4:8]
+	if _, err := io.ReadFull(r, sum); err != nil {
+		return readError(err)
+	}
+	if crc.Sum32() != binary.BigEndian.Uint32(sum) {
+		return fmt.Errorf("%w: checksum mismatch", ErrDamaged)
+	}
+	return nil
+}
+
+func (sc *scanner) read(b []byte) error {
+	_, err := io.ReadFull(sc.br, b)
+	return readError(err)
+}
+
+// discard skips n bytes, n perhaps past what an int holds on 32 bits.
+func (sc *scanner) discard(n int64) error {
+	for n > 0 {
+		k, err := sc.br.Discard(int(min(n, 1<<30)))
+		if err != nil {
+			return readError(err)
+		}
+		n -= int64(k)
+	}
+	return nil
+}
+
+// readError is err, a read's, with a file shorter than its size said
+// (it shrank since it was opened) reported as damage.
+func readError(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: cut short", ErrDamaged)
+	}
+	return err
 }

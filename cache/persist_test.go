@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -15,7 +16,7 @@ import (
 
 // savedCache saves a cache with a fresh answer, a negative one, one that
 // is stale at save time, and a failure, at t0+10s; it returns the path.
-func savedCache(t *testing.T) string {
+func savedCache(t testing.TB) string {
 	t.Helper()
 	c := New(testConfig())
 	nx := msg{name: "nx.example.com.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaRR(300, 300)}}
@@ -45,9 +46,9 @@ func TestPersistRoundTrip(t *testing.T) {
 
 	c := New(testConfig())
 	at := t0.Add(30 * time.Second)
-	n, err := c.LoadFile(path, at)
-	if err != nil || n != 4 {
-		t.Fatalf("LoadFile = %d, %v; want 4 entries", n, err)
+	ld, err := c.LoadFile(path, at)
+	if err != nil || ld != (Loaded{Stored: 4}) {
+		t.Fatalf("LoadFile = %+v, %v; want 4 entries stored", ld, err)
 	}
 	got, st := get(t, c, keyOf(example), at, 0)
 	if st != Fresh || got.Answer[1].Header().Ttl != 90 {
@@ -73,9 +74,9 @@ func TestPersistRoundTrip(t *testing.T) {
 
 	// Past the stale window of the oldest, it is dropped on load.
 	late := New(testConfig())
-	n, err = late.LoadFile(path, t0.Add(5*time.Second+testConfig().StaleMaxAge))
-	if err != nil || n != 3 {
-		t.Fatalf("late LoadFile = %d, %v; want 3", n, err)
+	ld, err = late.LoadFile(path, t0.Add(5*time.Second+testConfig().StaleMaxAge))
+	if err != nil || ld != (Loaded{Stored: 3, Dropped: 1}) {
+		t.Fatalf("late LoadFile = %+v, %v; want 3 stored, 1 dropped", ld, err)
 	}
 }
 
@@ -87,8 +88,8 @@ func TestLoadKeepsNewer(t *testing.T) {
 	newer := example
 	newer.an = []string{"www.example.com. 300 IN A 192.0.2.99"}
 	c.Put(keyOf(example), newer.pack(t), t0.Add(20*time.Second))
-	if n, err := c.LoadFile(path, t0.Add(20*time.Second)); err != nil || n != 3 {
-		t.Fatalf("LoadFile = %d, %v", n, err)
+	if ld, err := c.LoadFile(path, t0.Add(20*time.Second)); err != nil || ld != (Loaded{Stored: 3, Dropped: 1}) {
+		t.Fatalf("LoadFile = %+v, %v", ld, err)
 	}
 	if got, _ := get(t, c, keyOf(example), t0.Add(20*time.Second), 0); len(got.Answer) != 1 {
 		t.Fatalf("the file replaced a newer entry: %v", got)
@@ -112,9 +113,9 @@ func TestLoadDamaged(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := New(testConfig())
-		n, err := c.LoadFile(p, t0.Add(20*time.Second))
-		if !errors.Is(err, ErrDamaged) || n != 0 || c.Entries() != 0 {
-			t.Fatalf("%s: LoadFile = %d, %v, %d entries", name, n, err, c.Entries())
+		ld, err := c.LoadFile(p, t0.Add(20*time.Second))
+		if !errors.Is(err, ErrDamaged) || ld != (Loaded{}) || c.Entries() != 0 {
+			t.Fatalf("%s: LoadFile = %+v, %v, %d entries", name, ld, err, c.Entries())
 		}
 	}
 	for i := range good {
@@ -133,21 +134,40 @@ func TestLoadDamaged(t *testing.T) {
 	}
 }
 
-// TestDecodeChecksEntries: a file whose checksum is right but whose entry
-// does not hold together (written by a faulty saver) loads nothing.
-func TestDecodeChecksEntries(t *testing.T) {
+// TestLoadSkipsMalformedEntries: in a file whose checksum is right, an
+// entry that does not hold together (written by a faulty saver) is
+// skipped, and the others are stored.
+func TestLoadSkipsMalformedEntries(t *testing.T) {
 	t.Parallel()
-	it := item{key: Key{Name: "x.example.", Type: dns.TypeA, Class: dns.ClassINET}, stored: t0.UnixNano(), life: 60,
+	good := item{key: Key{Name: "y.example.", Type: dns.TypeA, Class: dns.ClassINET}, stored: t0.UnixNano(), life: 60,
 		data: msg{name: "y.example.", qtype: dns.TypeA, an: []string{"y.example. 60 IN A 192.0.2.1"}}.pack(t)}
-	b := append([]byte(fileMagic), 0, fileVersion, 0, 0)
-	b = appendEntry(b, &it)
-	b = append(b, 0, 0, 0, 1)
-	b = append(b, 0, 0, 0, 0)
-	crc := crcOf(b[:len(b)-4])
-	copy(b[len(b)-4:], crc)
-	if _, err := decodeFile(b); !errors.Is(err, ErrDamaged) {
-		t.Fatalf("an answer to another name decoded: %v", err)
+	otherName := good
+	otherName.key.Name = "x.example."
+	noLife := good
+	noLife.key.Type = dns.TypeAAAA
+	noLife.life = 0
+	otherType := good
+	otherType.key.Type = dns.TypeMX
+	b := fileOf(&otherName, &good, &otherType, &noLife)
+	c := New(testConfig())
+	ld, err := c.load(bytes.NewReader(b), int64(len(b)), t0)
+	if err != nil || ld != (Loaded{Stored: 1, Skipped: 3}) {
+		t.Fatalf("load = %+v, %v; want 1 stored, 3 skipped", ld, err)
 	}
+	if _, st := c.Get(good.key, t0); st != Fresh || c.Entries() != 1 {
+		t.Fatalf("the good entry: %v; %d entries", st, c.Entries())
+	}
+}
+
+// fileOf is the file SaveFile would write of items, however wrong they
+// are, with a trailer that fits them.
+func fileOf(items ...*item) []byte {
+	b := append([]byte(fileMagic), 0, fileVersion, 0, 0)
+	for _, it := range items {
+		b = appendEntry(b, it)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(items)))
+	return append(b, crcOf(b)...)
 }
 
 // TestSaveUnwritable: a directory that is not there is an error, and no

@@ -4,7 +4,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"os"
+
+	"github.com/nxdnsd/nxdnsd/internal/safefile"
 )
 
 // loadCAFile reads the PEM certificates of a ca_file into a pool, once:
@@ -13,10 +14,10 @@ import (
 // and one where any CERTIFICATE block does not parse: a damaged bundle must
 // not silently trust fewer CAs than its owner thinks (x509.CertPool's
 // AppendCertsFromPEM would skip the bad block). A file that cannot be read
-// gives the *fs.PathError of os.ReadFile; every other error starts with
-// path.
+// gives a *fs.PathError (safefile's rules: a regular file, symlinks
+// followed, at most MaxFileBytes); every other error starts with path.
 func loadCAFile(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}

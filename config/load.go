@@ -3,13 +3,19 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/nxdnsd/nxdnsd/internal/safefile"
 )
+
+// MaxFileBytes bounds the configuration file, and a ca_file: 4 MiB, a
+// hundred times a large hand-written configuration (or the system's whole
+// CA bundle), little enough that reading it never strains a small board.
+const MaxFileBytes = 4 << 20
 
 // Load reads, decodes and validates the TOML configuration file at path.
 //
@@ -17,11 +23,17 @@ import (
 // path, not the working directory (which is "/" under systemd), and is
 // returned joined with it.
 //
+// Only a regular file of at most MaxFileBytes is read, after following
+// symlinks (a ConfigMap mounts its files as symlinks): a FIFO, a device or
+// a directory is refused at once, without blocking, with an error matching
+// safefile.ErrNotRegular; a larger file with one matching
+// safefile.ErrTooLarge.
+//
 // When the file cannot be read, the error wraps the os error. When its
 // content is wrong, the error is Problems listing everything wrong with it.
 // On success the configuration is normalised as Parse describes.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -379,14 +378,7 @@ func (ck *checker) cache(c Cache) {
 	ck.inRange("cache.stale_max_age_s", c.StaleMaxAgeS, 0, MaxTTL)
 	ck.inRange("cache.stale_answer_ttl_s", c.StaleAnswerTTLS, 0, MaxTTL)
 	ck.inRange("cache.stale_client_timeout_ms", c.StaleClientTimeoutMS, 1, MaxMilliseconds)
-	// cache.path's directory may not exist yet: systemd's StateDirectory
-	// creates it when the service starts, after a -check, so a missing
-	// one is a warning (Warnings). A directory in its place is refused;
-	// anything else is start-up's and shutdown's to report (see
-	// daemon/cache.go).
-	if fi, err := os.Stat(c.Path); c.Path != "" && err == nil && fi.IsDir() {
-		ck.add("cache.path", "%q is a directory: name a file in it", c.Path)
-	}
+	ck.cachePath(c.Path)
 }
 
 // inRange reports v outside lo..hi at path.

@@ -14,8 +14,9 @@ import (
 )
 
 // newCache builds the answer cache of cache.enabled, warm from cache.path
-// when a saved one is there (a missing file is a cold start; a damaged one
-// is logged and ignored), and shows it to the metrics. It returns nil when
+// when a saved one is there (a missing file is a cold start; a damaged one,
+// or one that is not a regular file, is logged and ignored; a malformed
+// entry is skipped and logged), and shows it to the metrics. It returns nil when
 // the cache is off.
 func (d *Daemon) newCache() *cache.Cache {
 	cc := d.cfg.Cache
@@ -31,14 +32,17 @@ func (d *Daemon) newCache() *cache.Cache {
 		StaleMaxAge:    d.staleMaxAge(),
 	})
 	if cc.Path != "" {
-		n, err := c.LoadFile(cc.Path, time.Now())
+		ld, err := c.LoadFile(cc.Path, time.Now())
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			d.log.Info("no saved cache: starting cold", zap.String("path", cc.Path))
 		case err != nil:
 			d.log.Warn("the saved cache is unusable: starting cold", zap.String("path", cc.Path), zap.Error(err))
+		case ld.Skipped > 0:
+			d.log.Warn("cache loaded; malformed entries in the file were skipped", zap.String("path", cc.Path),
+				zap.Int("entries", ld.Stored), zap.Int("skipped", ld.Skipped), zap.Int("dropped", ld.Dropped))
 		default:
-			d.log.Info("cache loaded", zap.String("path", cc.Path), zap.Int("entries", n))
+			d.log.Info("cache loaded", zap.String("path", cc.Path), zap.Int("entries", ld.Stored), zap.Int("dropped", ld.Dropped))
 		}
 	}
 	d.metrics.AttachCache(c)

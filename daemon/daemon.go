@@ -275,7 +275,13 @@ func Run(ctx context.Context, cfg *config.Config, log *zap.Logger, ro RunOptions
 				continue
 			}
 			notify(sdnotify.Reloading(sdnotify.Monotonic()))
-			_ = d.Reload(ro.Load) // logged there; a failed reload keeps the running configuration
+			loaded, ok := readConfig(ctx, ro.Load)
+			if !ok {
+				log.Warn("SIGHUP: stopping while the configuration file was still being read; the reload is abandoned")
+				done = true
+				continue
+			}
+			_ = d.Reload(loaded) // logged there; a failed reload keeps the running configuration
 			notify(sdnotify.Ready, sdnotify.Status(d.status()))
 		}
 	}

@@ -51,6 +51,30 @@ func (d *Daemon) Reload(load func() (*config.Config, error)) error {
 	return nil
 }
 
+// readConfig runs load (the -c file read again) on a goroutine of its own
+// and waits for it or for ctx, so that SIGTERM stops the daemon even while
+// a read hangs (a file on a network mount that stopped answering; a FIFO
+// or a device is refused at once, see safefile). It returns load's result
+// as a function for Reload, and false when ctx ended first: the read then
+// ends on its own and its result is dropped.
+func readConfig(ctx context.Context, load func() (*config.Config, error)) (func() (*config.Config, error), bool) {
+	type result struct {
+		cfg *config.Config
+		err error
+	}
+	done := make(chan result, 1) // the read never waits to deliver
+	go func() {
+		cfg, err := load()
+		done <- result{cfg, err}
+	}()
+	select {
+	case r := <-done:
+		return func() (*config.Config, error) { return r.cfg, r.err }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
 func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 	next, err := load()
 	if err != nil {
