@@ -13,7 +13,8 @@ import (
 )
 
 // Health probes (spec section 4, "Health"). An upstream's actor probes it
-// itself: once at start-up, and whenever a backoff ends. A probe is one
+// itself: once at start-up, whenever a backoff ends, and every backoff_ms
+// while its last word is a local error (a link probe, network.go). A probe is one
 // query for ". NS" over the upstream's own transport (its UDP socket, its
 // TLS connections, its HTTP/2 client), bounded by HealthPolicy.ProbeTimeout
 // and classified like an attempt. No client query is ever the trial.
@@ -41,6 +42,7 @@ const (
 	probeStartup probeKind = iota // the start-up probe of an upstream thought healthy
 	probeBackoff                  // the probe at the end of a backoff (or of a loop's wait)
 	probeLoop                     // a loop check alone, of a healthy upstream (CheckLoops)
+	probeLink                     // the probe of a healthy upstream whose last word was a local error (network.go)
 )
 
 // probeResult is how one probe ended.
@@ -60,6 +62,11 @@ type prober struct {
 	timer *time.Timer      // or nil before the first backoff
 	c     <-chan time.Time // timer.C while armed, else nil: a receive that never proceeds
 	armed time.Time        // when it fires; zero when not armed
+
+	// link is when a healthy upstream cut off (its last word a local
+	// error) is probed next: backoff_ms after the local error that cut
+	// it off, or after its last probe's. Zero when none is due.
+	link time.Time
 
 	running bool      // a probe is in flight: at most one
 	kind    probeKind // the running probe's
@@ -129,8 +136,11 @@ func (pr *prober) pendingRecheck(u *Upstream) {
 	}
 }
 
-// schedule arms the timer for the end of u's backoff, or disarms it when
-// u is healthy. While a probe runs nothing is armed: its outcome decides.
+// schedule arms the timer for the end of u's backoff, or, when u is
+// healthy but cut off (its last word a local error: the network may be
+// down), for its next link probe, backoff_ms after the local error; it
+// disarms it when u is healthy and not cut off. While a probe runs
+// nothing is armed: its outcome decides.
 //
 // It runs after every outcome the actor applies, so the common case, a
 // healthy upstream with nothing armed, takes no lock and touches no timer.
@@ -138,22 +148,45 @@ func (pr *prober) schedule(u *Upstream) {
 	h := u.health // the actor's own: no lock needed to read it
 	switch {
 	case pr.running:
-	case !h.InBackoff:
+	case !h.InBackoff && !u.cutOff():
+		pr.link = time.Time{}
 		if pr.c != nil {
 			pr.disarm()
 		}
 	case u.policyNow().ProbeTimeout <= 0:
+		pr.link = time.Time{}
 		pr.disarm()
-	case !pr.armed.Equal(h.Until):
-		pr.arm(h.Until)
+	case h.InBackoff:
+		pr.link = time.Time{}
+		if !pr.armed.Equal(h.Until) {
+			pr.arm(h.Until)
+		}
+	default:
+		// Cut off: the first local error sets the time, and the ones
+		// after it (every client query's, while the network is down)
+		// leave it: the probe comes backoff_ms after the first.
+		if pr.link.IsZero() {
+			pr.link = u.lastLocalErrAt.Add(u.policyNow().Backoff)
+		}
+		if !pr.armed.Equal(pr.link) {
+			pr.arm(pr.link)
+		}
 	}
 }
 
-// fired is the timer's end: the backoff is over, so u is probed.
+// fired is the timer's end: the backoff is over, or a link probe is due,
+// so u is probed.
 func (pr *prober) fired(u *Upstream) {
 	pr.c, pr.armed = nil, time.Time{}
-	if h := u.health; h.InBackoff && !pr.running && !time.Now().Before(h.Until) {
+	now := time.Now()
+	switch h := u.health; {
+	case pr.running:
+	case h.InBackoff && !now.Before(h.Until):
 		pr.start(u, probeBackoff)
+		return
+	case !h.InBackoff && !pr.link.IsZero() && !now.Before(pr.link):
+		pr.link = time.Time{} // the probe's end sets the next one, if still cut off
+		pr.start(u, probeLink)
 		return
 	}
 	pr.schedule(u)
@@ -270,19 +303,25 @@ func (u *Upstream) applyProbe(r probeResult, kind probeKind) {
 	// the probe is only counted (as a stale timeout is in Health.Failure).
 	// So is a probe of an upstream found looping while it ran (its check
 	// came back after the check's exchange had ended).
-	stale := kind == probeStartup && h.InBackoff || kind == probeBackoff && !h.InBackoff || h.Loop
+	// A link probe is a healthy upstream's, as a start-up probe is.
+	stale := (kind == probeStartup || kind == probeLink) && h.InBackoff || kind == probeBackoff && !h.InBackoff || h.Loop
 	switch r.outcome {
 	case OutcomeAnswer:
 		u.rtt = u.rtt.Sample(r.end.Sub(r.start))
+		u.lastRecordedAt = r.end
 		if !stale {
 			h = h.ProbeSuccess()
 		}
 	case OutcomeExpired, OutcomePeerFault:
 		u.lastErr, u.lastErrAt = r.err, r.end
+		u.lastRecordedAt = r.end
 		if !stale {
 			h = h.ProbeFailure(r.end, allDown, p)
 		}
 	default:
+		if r.outcome == OutcomeLocalError {
+			u.lastLocalErr, u.lastLocalErrAt = r.err, r.end
+		}
 		if !stale {
 			h = h.ProbeLost(r.end, p)
 		}

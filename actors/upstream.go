@@ -17,7 +17,7 @@ const outcomeQueue = 1024
 // message is what the query path tells an upstream's actor. It is passed by
 // value so that sending one allocates nothing.
 type message struct {
-	outcome Outcome       // a recorded outcome: answer, expired or peer fault
+	outcome Outcome       // a recorded outcome (answer, expired or peer fault), or a local error (Pool.LocalError)
 	at      time.Time     // when the attempt ended
 	dur     time.Duration // how long it took: an answer's is a round-trip sample
 	err     error         // the failure, for /api/health
@@ -74,6 +74,9 @@ type Upstream struct {
 	rtt              RTT                 // from answered attempts and probes
 	lastErr          error               // the last recorded failure's (attempt or probe)
 	lastErrAt        time.Time           // when it happened
+	lastLocalErr     error               // the last local error of an attempt or probe (network.go); nil before one
+	lastLocalErrAt   time.Time           // when it happened
+	lastRecordedAt   time.Time           // when an attempt or probe last ended with a recorded outcome: an answer or a failure
 	probes           [numOutcomes]uint64 // probes by how they ended
 	lastProbeAt      time.Time           // when the last probe ended; zero before one
 	lastProbeOutcome Outcome
@@ -148,9 +151,16 @@ func (u *Upstream) policyNow() HealthPolicy {
 	return u.policy
 }
 
-// apply records one attempt's outcome.
+// apply records one attempt's outcome. A local error is only remembered,
+// for the network's state: it is nobody's failure.
 func (u *Upstream) apply(m message) {
 	u.mu.Lock()
+	if m.outcome == OutcomeLocalError {
+		u.lastLocalErr, u.lastLocalErrAt = m.err, m.at
+		u.mu.Unlock()
+		return
+	}
+	u.lastRecordedAt = m.at
 	h := u.health
 	if m.outcome == OutcomeAnswer {
 		h = h.Success()
@@ -175,6 +185,10 @@ func (u *Upstream) publish(old, h Health) {
 // eligibility reports what the dispatch may do with u. It reads the
 // published state: no lock on the query path.
 func (u *Upstream) eligibility() Eligibility { return Eligibility(u.state.Load()) }
+
+// cutOff reports whether u's last word is a local error: its actor then
+// probes it every backoff_ms (prober.schedule). Only the actor calls it.
+func (u *Upstream) cutOff() bool { return u.lastLocalErrAt.After(u.lastRecordedAt) }
 
 // outOfService reports whether u is in backoff or loops, from the
 // published state.
@@ -251,6 +265,9 @@ type Status struct {
 	Probes              [numOutcomes]uint64 // probes by how they ended, indexed by Outcome
 	LastProbeAt         time.Time           // when the last probe ended; zero before one
 	LastProbeOutcome    Outcome             // how it ended
+	LastLocalError      error               // the last local error (no route, no sockets) of an attempt or probe, recorded against nobody; nil before one
+	LastLocalErrorAt    time.Time           // when it happened
+	LastRecordedAt      time.Time           // when an attempt or probe last ended with a recorded outcome (an answer or a failure); zero before one
 }
 
 func (u *Upstream) status() Status {
@@ -273,5 +290,8 @@ func (u *Upstream) status() Status {
 		Probes:              u.probes,
 		LastProbeAt:         u.lastProbeAt,
 		LastProbeOutcome:    u.lastProbeOutcome,
+		LastLocalError:      u.lastLocalErr,
+		LastLocalErrorAt:    u.lastLocalErrAt,
+		LastRecordedAt:      u.lastRecordedAt,
 	}
 }

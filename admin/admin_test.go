@@ -45,9 +45,12 @@ func TestHealthStatusRules(t *testing.T) {
 		{"a probe running counts as backoff", []actors.Status{probing}, StatusDown, 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, code := HealthOf(tc.st)
+			h, code := HealthOf(tc.st, actors.Network{})
 			if h.Status != tc.status || code != tc.code {
 				t.Errorf("status %s (%d), want %s (%d)", h.Status, code, tc.status, tc.code)
+			}
+			if want := map[bool]string{true: ReasonUpstreams}[tc.status == StatusDown]; h.Reason != want {
+				t.Errorf("reason %q, want %q", h.Reason, want)
 			}
 			body, err := json.Marshal(h)
 			if err != nil {
@@ -57,7 +60,7 @@ func TestHealthStatusRules(t *testing.T) {
 		})
 	}
 
-	h, _ := HealthOf([]actors.Status{healthy, backoff})
+	h, _ := HealthOf([]actors.Status{healthy, backoff}, actors.Network{})
 	a, b := h.Upstreams[0], h.Upstreams[1]
 	if a.State != StateHealthy || a.BackoffUntil != nil || a.LastError != nil || a.LastErrorAt != nil {
 		t.Errorf("healthy upstream: %+v", a)
@@ -76,7 +79,7 @@ func TestHealthShowsRTTAndLastProbe(t *testing.T) {
 	st := actors.Status{Name: "a", Address: "udp://192.0.2.1:53", Slots: 4,
 		RTT:         actors.RTT{SRTT: 11250 * time.Microsecond, RTTVar: 6250*time.Microsecond + 400, Samples: 2},
 		LastProbeAt: t0.Add(12 * time.Millisecond).In(time.FixedZone("CET", 3600)), LastProbeOutcome: actors.OutcomePeerFault}
-	h, code := HealthOf([]actors.Status{st})
+	h, code := HealthOf([]actors.Status{st}, actors.Network{})
 	u := h.Upstreams[0]
 	if u.SRTTMs == nil || *u.SRTTMs != 11.25 || u.RTTVarMs == nil || *u.RTTVarMs != 6.25 {
 		t.Errorf("srtt %v rttvar %v, want 11.25 and 6.25 ms", u.SRTTMs, u.RTTVarMs)
@@ -96,7 +99,7 @@ func TestHealthShowsRTTAndLastProbe(t *testing.T) {
 }
 
 func TestSchemaRefusesWhatItDoesNotDescribe(t *testing.T) {
-	good := `{"status":"ok","upstreams":[{"name":"a","address":"udp://192.0.2.1:53","state":"healthy","slots":1,"in_flight":0,` +
+	good := `{"status":"ok","last_local_error":null,"last_local_error_at":null,"upstreams":[{"name":"a","address":"udp://192.0.2.1:53","state":"healthy","slots":1,"in_flight":0,` +
 		`"successes":0,"failures":0,"consecutive_failures":0,"backoff_until":null,"last_error":null,"last_error_at":null,` +
 		`"srtt_ms":null,"rttvar_ms":null,"last_probe_at":null,"last_probe_outcome":null}]}`
 	if err := admintest.CheckHealth(200, []byte(good)); err != nil {
@@ -116,6 +119,10 @@ func TestSchemaRefusesWhatItDoesNotDescribe(t *testing.T) {
 		"negative rttvar":       {200, strings.Replace(good, `"rttvar_ms":null`, `"rttvar_ms":-1`, 1)},
 		"missing last probe":    {200, strings.Replace(good, `"last_probe_at":null,`, ``, 1)},
 		"undocumented status":   {500, good},
+		"a reason while ok":     {200, strings.Replace(good, `"ok"`, `"ok","reason":"network"`, 1)},
+		"down without a reason": {503, strings.Replace(good, `"ok"`, `"down"`, 1)},
+		"an unknown reason":     {503, strings.Replace(good, `"ok"`, `"down","reason":"dns"`, 1)},
+		"no last local error":   {200, strings.Replace(good, `"last_local_error":null,`, ``, 1)},
 		"not JSON":              {200, `status: ok`},
 	} {
 		if err := admintest.CheckHealth(tc.code, []byte(tc.body)); err == nil {
@@ -124,14 +131,16 @@ func TestSchemaRefusesWhatItDoesNotDescribe(t *testing.T) {
 	}
 }
 
-// fakePool serves fixed statuses and counts Sync calls.
+// fakePool serves fixed statuses and counts Sync calls. Its network
+// window is an hour: a local error of the test's is recent.
 type fakePool struct {
 	st     []actors.Status
 	synced atomic.Int32
 }
 
-func (p *fakePool) Sync()                   { p.synced.Add(1) }
-func (p *fakePool) Status() []actors.Status { return p.st }
+func (p *fakePool) Sync()                        { p.synced.Add(1) }
+func (p *fakePool) Status() []actors.Status      { return p.st }
+func (p *fakePool) NetworkWindow() time.Duration { return time.Hour }
 
 func startServer(tb testing.TB, p *fakePool) (*Server, string) {
 	tb.Helper()
@@ -236,4 +245,86 @@ func TestShutdownTwiceAndBeforeStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cleanup shuts it down again.
+}
+
+// With the network down the report is down for the network's sake, with
+// the last local error, even while every upstream is healthy (a local
+// error records nothing) and even while some are in backoff; the last
+// local error is shown when the network is up too.
+func TestHealthNetworkDown(t *testing.T) {
+	noRoute := errors.New("dial udp 9.9.9.9:53: connect: network is unreachable")
+	healthy := actors.Status{Name: "a", Address: "udp://9.9.9.9:53", Slots: 4}
+	backoff := actors.Status{Name: "b", Address: "udp://192.0.2.2:53", Slots: 4, InBackoff: true, BackoffUntil: t0}
+	down := actors.Network{Down: true, LastError: noRoute, LastErrorAt: t0.In(time.FixedZone("CET", 3600))}
+	for _, tc := range []struct {
+		name   string
+		st     []actors.Status
+		net    actors.Network
+		status string
+		reason string
+		code   int
+	}{
+		{"every upstream healthy", []actors.Status{healthy, healthy}, down, StatusDown, ReasonNetwork, 503},
+		{"some in backoff too", []actors.Status{healthy, backoff}, down, StatusDown, ReasonNetwork, 503},
+		{"all in backoff too", []actors.Status{backoff, backoff}, down, StatusDown, ReasonNetwork, 503},
+		{"back up, the error kept", []actors.Status{healthy}, actors.Network{LastError: noRoute, LastErrorAt: t0}, StatusOK, "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, code := HealthOf(tc.st, tc.net)
+			if h.Status != tc.status || h.Reason != tc.reason || code != tc.code {
+				t.Errorf("status %s reason %q (%d), want %s %q (%d)", h.Status, h.Reason, code, tc.status, tc.reason, tc.code)
+			}
+			if h.LastLocalError == nil || *h.LastLocalError != noRoute.Error() || h.LastLocalErrorAt == nil ||
+				!h.LastLocalErrorAt.Equal(t0) || h.LastLocalErrorAt.Location() != time.UTC {
+				t.Errorf("last local error %v at %v, want %q at %v UTC", h.LastLocalError, h.LastLocalErrorAt, noRoute, t0)
+			}
+			body, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admintest.RequireHealth(t, code, body)
+		})
+	}
+	h, _ := HealthOf([]actors.Status{healthy}, actors.Network{})
+	body, _ := json.Marshal(h)
+	if !strings.Contains(string(body), `"status":"ok","last_local_error":null,"last_local_error_at":null,`) {
+		t.Errorf("before any local error: %s", body)
+	}
+}
+
+// The server reads the network from the pool's statuses at the time of
+// the request: /api/health and /readyz say it is down while every
+// upstream's last word is a recent local error, and no longer once one
+// has answered since.
+func TestServesNetworkDown(t *testing.T) {
+	noRoute := errors.New("connect: network is unreachable")
+	now := time.Now()
+	cut := actors.Status{Name: "a", Address: "udp://9.9.9.9:53", Slots: 4, LastLocalError: noRoute, LastLocalErrorAt: now}
+	p := &fakePool{st: []actors.Status{cut}}
+	_, base := startServer(t, p)
+
+	resp, body := get(t, "GET", base+"/api/health")
+	admintest.RequireHealth(t, resp.StatusCode, body)
+	var h Health
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 503 || h.Status != StatusDown || h.Reason != ReasonNetwork || h.Upstreams[0].State != StateHealthy {
+		t.Errorf("network down: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, "GET", base+"/readyz"); resp.StatusCode != 503 || !strings.HasPrefix(string(body), "the network is down") {
+		t.Errorf("/readyz with the network down: %d %q", resp.StatusCode, body)
+	}
+
+	answered := cut
+	answered.LastRecordedAt = now.Add(time.Millisecond)
+	p.st = []actors.Status{answered}
+	resp, body = get(t, "GET", base+"/api/health")
+	admintest.RequireHealth(t, resp.StatusCode, body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"ok","last_local_error":"connect: network is unreachable"`) {
+		t.Errorf("after an answer: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, "GET", base+"/readyz"); resp.StatusCode != 200 {
+		t.Errorf("/readyz after an answer: %d %q", resp.StatusCode, body)
+	}
 }

@@ -11,7 +11,13 @@ import (
 const (
 	StatusOK       = "ok"       // every enabled upstream is healthy
 	StatusDegraded = "degraded" // some are in backoff (or loop)
-	StatusDown     = "down"     // all are in backoff (or loop); the response is 503
+	StatusDown     = "down"     // all are in backoff (or loop), or the network is down; the response is 503
+)
+
+// Values of Health.Reason, given with StatusDown only.
+const (
+	ReasonNetwork   = "network"   // this host has no way out: recent attempts and probes ended in local errors and none answered
+	ReasonUpstreams = "upstreams" // every enabled upstream is in backoff (or loops)
 )
 
 // Values of UpstreamHealth.State.
@@ -23,7 +29,15 @@ const (
 
 // Health is the body of GET /api/health, described by openapi.yaml.
 type Health struct {
-	Status    string           `json:"status"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"` // why it is down; only with StatusDown
+
+	// LastLocalError is the most recent local error (no route, network
+	// unreachable, no sockets) of any upstream's attempts or probes,
+	// which is recorded against no upstream; null before any.
+	LastLocalError   *string    `json:"last_local_error"`
+	LastLocalErrorAt *time.Time `json:"last_local_error_at"`
+
 	Upstreams []UpstreamHealth `json:"upstreams"` // in priority order
 }
 
@@ -47,11 +61,16 @@ type UpstreamHealth struct {
 	LastProbeOutcome    *string    `json:"last_probe_outcome"` // how it ended (an attempt outcome's name), null before one
 }
 
-// HealthOf builds the health report of the upstreams in st and the HTTP
-// status that goes with it: 503 when every upstream is in backoff or
-// loops (and so when there is none), else 200.
-func HealthOf(st []actors.Status) (Health, int) {
+// HealthOf builds the health report of the upstreams in st and of the
+// network as net reads it (actors.NetworkOf over st), and the HTTP status
+// that goes with it: 503 when the network is down, or when every upstream
+// is in backoff or loops (and so when there is none), else 200.
+func HealthOf(st []actors.Status, net actors.Network) (Health, int) {
 	h := Health{Upstreams: make([]UpstreamHealth, len(st))}
+	if net.LastError != nil {
+		msg := net.LastError.Error()
+		h.LastLocalError, h.LastLocalErrorAt = &msg, utc(net.LastErrorAt)
+	}
 	backoff := 0
 	for i, s := range st {
 		u := UpstreamHealth{
@@ -87,8 +106,13 @@ func HealthOf(st []actors.Status) (Health, int) {
 		h.Upstreams[i] = u
 	}
 	switch {
+	case net.Down:
+		// The cause before its effects: upstreams in backoff too are
+		// the network's doing.
+		h.Status, h.Reason = StatusDown, ReasonNetwork
+		return h, http.StatusServiceUnavailable
 	case backoff == len(st):
-		h.Status = StatusDown
+		h.Status, h.Reason = StatusDown, ReasonUpstreams
 		return h, http.StatusServiceUnavailable
 	case backoff > 0:
 		h.Status = StatusDegraded

@@ -31,7 +31,7 @@ func TestHealthShowsALoop(t *testing.T) {
 		{"the only one loops", []actors.Status{loop}, StatusDown, 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, code := HealthOf(tc.st)
+			h, code := HealthOf(tc.st, actors.Network{})
 			if h.Status != tc.status || code != tc.code {
 				t.Errorf("status %s (%d), want %s (%d)", h.Status, code, tc.status, tc.code)
 			}
@@ -55,7 +55,7 @@ func TestHealthShowsALoop(t *testing.T) {
 // The schema knows exactly the three states.
 func TestSchemaStates(t *testing.T) {
 	body := func(state string) []byte {
-		return []byte(fmt.Sprintf(`{"status":"degraded","upstreams":[{"name":"a","address":"udp://192.0.2.1:53","state":%q,"slots":1,"in_flight":0,`+
+		return []byte(fmt.Sprintf(`{"status":"degraded","last_local_error":null,"last_local_error_at":null,"upstreams":[{"name":"a","address":"udp://192.0.2.1:53","state":%q,"slots":1,"in_flight":0,`+
 			`"successes":0,"failures":0,"consecutive_failures":0,"backoff_until":null,"last_error":null,"last_error_at":null,`+
 			`"srtt_ms":null,"rttvar_ms":null,"last_probe_at":null,"last_probe_outcome":null}]}`, state))
 	}

@@ -56,6 +56,9 @@ type Metrics interface {
 type Pool interface {
 	Sync()
 	Status() []actors.Status
+	// NetworkWindow is how long a local error speaks for the network
+	// (actors.NetworkOf).
+	NetworkWindow() time.Duration
 }
 
 var _ Pool = (*actors.Pool)(nil)
@@ -230,7 +233,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	// Sync first: a client that just got an answer sees its outcome.
 	s.cfg.Pool.Sync()
-	h, code := HealthOf(s.cfg.Pool.Status())
+	h, code := HealthOf(s.health())
 	body, err := json.Marshal(h)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -253,13 +256,24 @@ func (s *Server) serveLive(w http.ResponseWriter, _ *http.Request) {
 	probeAnswer(w, http.StatusOK, "ok\n")
 }
 
+// health returns the upstreams' states and the network's, read now.
+func (s *Server) health() ([]actors.Status, actors.Network) {
+	st := s.cfg.Pool.Status()
+	return st, actors.NetworkOf(st, time.Now(), s.cfg.Pool.NetworkWindow())
+}
+
 // serveReady answers a readiness probe: 200 when at least one enabled
-// upstream is healthy, else 503 (every one in backoff, half-open
-// included).
+// upstream is healthy and the network is not down, else 503 (every one
+// in backoff, half-open included, or no way out of this host).
 func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 	s.cfg.Pool.Sync() // as /api/health: an answer already seen is counted
-	for _, st := range s.cfg.Pool.Status() {
-		if !st.InBackoff {
+	st, net := s.health()
+	if net.Down {
+		probeAnswer(w, http.StatusServiceUnavailable, "the network is down: no upstream can be reached from this host\n")
+		return
+	}
+	for _, u := range st {
+		if !u.InBackoff {
 			probeAnswer(w, http.StatusOK, "ready\n")
 			return
 		}

@@ -91,7 +91,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts, d.metrics); err != nil {
 		return nil, err
 	}
-	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog}
+	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog, localError: d.localError}
 	d.cache = d.newCache()
 	g, err := d.build(cfg, nil, d.metrics.Upstreams(enabledNames(cfg)))
 	if err != nil {

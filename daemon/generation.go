@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
@@ -357,3 +358,6 @@ type currentPool struct{ f *front }
 
 func (p currentPool) Sync()                   { p.f.current().pool.Sync() }
 func (p currentPool) Status() []actors.Status { return p.f.current().pool.Status() }
+func (p currentPool) NetworkWindow() time.Duration {
+	return p.f.current().pool.NetworkWindow()
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
+	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/admin"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
@@ -46,6 +47,12 @@ type observer struct {
 	metrics *metrics.Metrics // always non-nil
 	recent  *recent          // or nil: admin.recent_queries is 0
 	qlog    *querylog.Logger // or nil: the query log is off
+
+	// localError, or nil, hears each attempt that ended in a local error
+	// (no route, no sockets), which the pool records nowhere: the
+	// upstream's actor remembers it for the network's state
+	// (actors.Pool.LocalError). Only a failing query pays for it.
+	localError func(upstream string, err error)
 }
 
 var _ query.Hooks = (*observer)(nil)
@@ -85,6 +92,19 @@ func (o *observer) QueryDone(e *query.Entry) {
 	if o.qlog != nil && !o.qlog.Log(e) {
 		o.metrics.QueryLogDropped()
 	}
+	if o.localError != nil {
+		for i := range e.Attempts {
+			if a := &e.Attempts[i]; a.Outcome == actors.OutcomeLocalError {
+				o.localError(a.Upstream, a.Err)
+			}
+		}
+	}
+}
+
+// localError tells the current pool that an attempt at upstream just
+// ended in the local error err (observer.localError).
+func (d *Daemon) localError(upstream string, err error) {
+	d.front.current().pool.LocalError(upstream, time.Now(), err)
 }
 
 // newMetrics creates the metric set with a series for every enabled

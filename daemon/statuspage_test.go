@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/miekg/dns"
 
+	"github.com/nxdnsd/nxdnsd/wire"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -149,6 +152,7 @@ enabled = true
 	waitFor(ctx, t, "the primary's slots", textOf(`tr[data-upstream="primary"] td:nth-child(3)`)+` === "0 of 8"`)
 	waitFor(ctx, t, "the counters: 4 answered, one cache hit of 3 lookups",
 		textOf("#answered")+` === "4" && `+textOf("#servfail")+` === "0" && `+textOf("#hit-ratio")+` === "33.3 %" && `+textOf("#budget")+` === "0"`)
+	waitFor(ctx, t, "what the cache's count counts", textOf("#hit-ratio-k")+` === "cache hit ratio; 2 entries, failures included"`)
 	waitFor(ctx, t, "the version", textOf("#meta")+`.includes("version 1.2.3-test")`)
 	waitFor(ctx, t, "the recent queries, newest first",
 		`[...document.querySelectorAll("#queries tr.query td.name")].map(td => td.textContent).join(",") === "nas.lan.,www.example.org.,example.com.,example.com."`)
@@ -166,8 +170,9 @@ enabled = true
 	if r := ask(t, "udp", s.udp, wiretest.Query("after.example.net.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("after the blackhole: %s, want the secondary's answer", dns.RcodeToString[r.Rcode])
 	}
-	waitFor(ctx, t, "the primary in backoff until a time, with its last error a moment ago",
-		textOf(`tr[data-upstream="primary"] .state`)+`.startsWith("backoff until ") && `+
+	waitFor(ctx, t, "the primary in backoff with the time left until its probe, with its last error a moment ago",
+		textOf(`tr[data-upstream="primary"] .state`)+`.startsWith("backoff, next probe in ") && `+
+			textOf(`tr[data-upstream="primary"] .state`)+`.endsWith(" s") && `+
 			textOf(`tr[data-upstream="primary"] .last-error .err`)+` !== "" && `+
 			textOf(`tr[data-upstream="primary"] .last-error .sub`)+`.endsWith(" s ago") && `+
 			textOf(`tr[data-upstream="secondary"] .state`)+` === "healthy" && `+
@@ -213,4 +218,91 @@ enabled = true
 	if !strings.Contains(banner, s.d.AdminAddr().String()) {
 		t.Errorf("the banner %q does not say where it looked", banner)
 	}
+}
+
+// unroutable is an upstream transport that, while cut is set, fails every
+// exchange (probes included) as this host's stack does with no route to
+// the upstream, and otherwise passes it on.
+type unroutable struct {
+	wire.Exchanger
+	cut *atomic.Bool
+}
+
+func (u unroutable) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+	if u.cut.Load() {
+		return wire.Answer{}, &net.OpError{Op: "dial", Net: "udp", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}
+	}
+	return u.Exchanger.Exchange(ctx, q, expiry)
+}
+
+// The status page with the network down (issue 24): the badge says
+// "network down", not "all upstreams healthy", a banner says the
+// upstreams are not to blame and gives the host's last local error, and
+// each upstream reads healthy but unreachable from here; once a route
+// returns, the next probe's answer clears it, and the last local error
+// stays as a line under the table. The screenshot, at 1280 px, is
+// docs/status-page-network-down.png when NXDNSD_SCREENSHOT_NETDOWN names
+// that path.
+func TestStatusPageNetworkDown(t *testing.T) {
+	ctx := headless(t)
+	var cut atomic.Bool
+	cut.Store(true)
+	var addrs []string
+	for i := range 2 {
+		up := wiretest.NewServer(t, wiretest.Answer(wiretest.A("example.com.", i)))
+		addrs = append(addrs, up.Addr)
+	}
+	s := runDaemon(t, `[server]
+listen = ["127.0.0.1:0"]
+[admin]
+listen = "127.0.0.1:0"
+[upstream]
+backoff_ms = 200
+backoff_max_ms = 2000
+probe_timeout_ms = 500
+[[upstreams]]
+name = "quad9"
+address = "udp://`+addrs[0]+`"
+[[upstreams]]
+name = "cloudflare"
+address = "udp://`+addrs[1]+`"
+`, options{version: "1.2.3-test", exchanger: func(_ int, x wire.Exchanger) wire.Exchanger { return unroutable{x, &cut} }})
+	for _, name := range []string{"example.com.", "www.example.org."} {
+		if r := ask(t, "udp", s.udp, wiretest.Query(name, dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
+			t.Fatalf("%s without a route: %s, want SERVFAIL", name, dns.RcodeToString[r.Rcode])
+		}
+	}
+
+	page := "http://" + s.d.AdminAddr().String() + "/?refresh=250"
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(page)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the network down, with the host's error, the upstreams not blamed",
+		textOf("#pool-status")+` === "network down" && document.querySelector("#pool-status").classList.contains("down") && `+
+			`getComputedStyle(document.getElementById("network")).display !== "none" && `+
+			textOf("#network")+`.startsWith("The network is down: no upstream can be reached from this host.") && `+
+			textOf("#network .err")+`.startsWith("Last local error: dial udp: connect: network is unreachable (") && `+
+			`[...document.querySelectorAll("#upstreams tbody .state")].map(td => td.textContent).join(",") === "healthy, no route from here,healthy, no route from here" && `+
+			textOf(`tr[data-upstream="quad9"] .last-error`)+` === "none recorded against it" && `+textOf("#local-error")+` === ""`)
+	waitFor(ctx, t, "the queries' trails: local errors", textOf("#servfail")+` === "2"`)
+
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := os.Getenv("NXDNSD_SCREENSHOT_NETDOWN")
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "status-page-network-down.png")
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+
+	// A route returns: the next probe (backoff_ms after the last) answers.
+	cut.Store(false)
+	waitFor(ctx, t, "the network back, the last local error kept below the table",
+		textOf("#pool-status")+` === "all upstreams healthy" && getComputedStyle(document.getElementById("network")).display === "none" && `+
+			textOf("#local-error")+`.startsWith("Last local error (no route from this host, blamed on no upstream): dial udp: connect: network is unreachable (") && `+
+			`[...document.querySelectorAll("#upstreams tbody .state")].map(td => td.textContent).join(",") === "healthy,healthy"`)
 }

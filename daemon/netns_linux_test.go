@@ -1,0 +1,229 @@
+package daemon
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/admin"
+	"github.com/nxdnsd/nxdnsd/wire/wiretest"
+)
+
+// netnsEnv marks the test binary that inOwnNetns runs inside its network
+// namespace.
+const netnsEnv = "NXDNSD_TEST_NETNS"
+
+// inOwnNetns reports whether the calling test runs in a network namespace
+// of its own, with nothing but its loopback, as the smoke test runs the
+// embedded default. The first time, it runs the test binary again, for
+// this test alone, in a new namespace (a user namespace too when not
+// root), relays its output, fails t if it failed, and returns false: the
+// caller returns. In that run it brings lo up and returns true. Where
+// namespaces cannot be made it skips t, saying why.
+func inOwnNetns(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(netnsEnv) == t.Name() {
+		if err := loopbackUp(); err != nil {
+			t.Fatalf("bringing lo up in the test's network namespace: %v", err)
+		}
+		return true
+	}
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), netnsEnv+"="+t.Name())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	if os.Geteuid() != 0 {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Skipf("no network namespace of its own for this test (it needs root, or unprivileged user namespaces): %v", err)
+		return false
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		t.Log(line)
+	}
+	if err != nil {
+		t.Errorf("the test in its own network namespace: %v", err)
+	}
+	return false
+}
+
+// loopbackUp sets lo up: a new network namespace has it down.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// wanAddr is the upstream's address in the namespace (TEST-NET-2): no
+// route reaches it until the test puts it on lo, which gives the host a
+// way to it, and takes it off again.
+const wanAddr = "198.51.100.53"
+
+// ipAddr runs "ip addr add|del wanAddr/32 dev lo" in the namespace.
+func ipAddr(t *testing.T, verb string) {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "ip", "addr", verb, wanAddr+"/32", "dev", "lo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip addr %s %s: %v: %s", verb, wanAddr, err, out)
+	}
+}
+
+// freeUpstream is a fake upstream on wanAddr, bound before the address
+// exists (IP_FREEBIND): it answers every query with A(qname, 7) and
+// probes with an empty answer, once a route to it exists.
+func freeUpstream(t *testing.T) string {
+	t.Helper()
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1) })
+		return errors.Join(err, serr)
+	}}
+	pc, err := lc.ListenPacket(t.Context(), "udp4", wanAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) },
+		Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+			r := new(dns.Msg)
+			r.SetReply(q)
+			if q.Question[0].Qtype == dns.TypeA {
+				r.Answer = append(r.Answer, wiretest.A(q.Question[0].Name, 7))
+			}
+			_ = w.WriteMsg(r)
+		})}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.ActivateAndServe() })
+	<-started
+	t.Cleanup(func() {
+		_ = srv.Shutdown()
+		wg.Wait()
+	})
+	return pc.LocalAddr().String()
+}
+
+// In a network namespace with loopback alone (the WAN down), the status
+// report says the network is down from the first probe on, with the
+// host's own error, although the upstream is healthy (a local error
+// blames nobody); the probes go on every backoff_ms, and the first that
+// follows a route's return says it no longer. A client query's local
+// error says it again at once. Real sockets, real routes; each step waits
+// on a probe's event or a query's answer, never on the clock.
+//
+// Mutation checks: without the link probes, no probe follows the start-up
+// one and the test waits in vain for the second; without Pool.LocalError
+// from the observer, the report stays ok after the route goes again.
+func TestNetworkDownInANamespace(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("iproute2's ip is not installed: this test adds and removes a route with it")
+	}
+	upstream := freeUpstream(t)
+	opts, events := probeEvents()
+	s := startObserved(t, `[upstream]
+attempt_timeout_ms = 500
+total_timeout_ms = 1000
+failure_threshold = 3
+backoff_ms = 100
+backoff_max_ms = 1000
+probe_timeout_ms = 500
+[[upstreams]]
+name = "wan"
+address = "udp://`+upstream+`"
+`, false, opts)
+
+	// The start-up probe finds no route: the network is down.
+	if e := next(t, events, "wan"); e.outcome != actors.OutcomeLocalError || e.st.InBackoff {
+		t.Fatalf("the start-up probe without a route: %v, in backoff %v; want local_error, healthy", e.outcome, e.st.InBackoff)
+	}
+	code, h := s.health(t)
+	if code != http.StatusServiceUnavailable || h.Status != admin.StatusDown || h.Reason != admin.ReasonNetwork {
+		t.Fatalf("/api/health without a route: %s %q (%d), want down, network (503)", h.Status, h.Reason, code)
+	}
+	if h.LastLocalError == nil || !strings.Contains(*h.LastLocalError, "network is unreachable") || h.LastLocalErrorAt == nil {
+		t.Errorf("last local error %v at %v, want the host's ENETUNREACH", h.LastLocalError, h.LastLocalErrorAt)
+	}
+	if u := h.Upstreams[0]; u.State != admin.StateHealthy || u.LastError != nil {
+		t.Errorf("the upstream: %s, last error %v; want healthy, nothing recorded against it", u.State, u.LastError)
+	}
+	if code, body := s.get(t, "/readyz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(string(body), "the network is down") {
+		t.Errorf("/readyz without a route: %d %q", code, body)
+	}
+	if r := ask(t, "udp", s.udp, wiretest.Query("example.com.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
+		t.Errorf("a query without a route: %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
+	}
+	// The upstream stays healthy, and its actor probes it again.
+	if e := next(t, events, "wan"); e.outcome != actors.OutcomeLocalError || e.st.InBackoff {
+		t.Fatalf("the next probe without a route: %v, in backoff %v", e.outcome, e.st.InBackoff)
+	}
+	if code, h := s.health(t); code != http.StatusServiceUnavailable || h.Reason != admin.ReasonNetwork {
+		t.Fatalf("/api/health still without a route: %s %q (%d)", h.Status, h.Reason, code)
+	}
+
+	// A route returns: the first probe after it answers, and the report
+	// says so. (One probe may have ended, unanswered, just before.)
+	ipAddr(t, "add")
+	for i := 0; ; i++ {
+		e := next(t, events, "wan")
+		if e.outcome == actors.OutcomeAnswer {
+			break
+		}
+		if e.outcome != actors.OutcomeLocalError || i > 0 {
+			t.Fatalf("probe %d after the route returned: %v, want an answer", i+1, e.outcome)
+		}
+	}
+	code, h = s.health(t)
+	if code != http.StatusOK || h.Status != admin.StatusOK || h.Reason != "" {
+		t.Fatalf("/api/health with the route back: %s %q (%d), want ok (200)", h.Status, h.Reason, code)
+	}
+	if h.LastLocalError == nil {
+		t.Error("the last local error is no longer shown once the route is back")
+	}
+	if code, body := s.get(t, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with the route back: %d %q", code, body)
+	}
+	if r := ask(t, "udp", s.udp, wiretest.Query("example.com.", dns.TypeA)); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Errorf("a query with the route back: %s, %d answers", dns.RcodeToString[r.Rcode], len(r.Answer))
+	}
+
+	// The route goes again: a client's query finds it gone, and the
+	// report says so before any probe.
+	ipAddr(t, "del")
+	if r := ask(t, "udp", s.udp, wiretest.Query("example.org.", dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
+		t.Errorf("a query after the route went: %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
+	}
+	if code, h := s.health(t); code != http.StatusServiceUnavailable || h.Reason != admin.ReasonNetwork {
+		t.Errorf("/api/health after a client's query found no route: %s %q (%d), want down, network", h.Status, h.Reason, code)
+	}
+}
