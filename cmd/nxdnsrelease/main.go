@@ -7,7 +7,7 @@
 //   - nxdnsd_DEBVERSION-1_{amd64,arm64,armhf}.deb, made by nfpm (a Go tool
 //     of this module) from deploy/nfpm.yaml;
 //   - nxdnsd-VERSION-oci.tar: a multi-platform OCI image (amd64, arm64,
-//     arm/v7) from scratch, as an OCI layout in a tar, made here with
+//     arm/v7, arm/v6) from scratch, as an OCI layout in a tar, made here with
 //     go-containerregistry: no Docker daemon, no registry;
 //   - SHA256SUMS.
 //
@@ -44,7 +44,7 @@ func main() {
 	out := flag.String("o", "dist", "output `folder`; its earlier release files are replaced")
 	targets := flag.String("targets", "all", "comma-separated `targets`: amd64, arm64, armv7, armv6 (all by default)")
 	debs := flag.Bool("deb", true, "build the Debian packages (amd64, arm64 and armhf, where those targets are built)")
-	image := flag.Bool("image", true, "build the OCI image (amd64, arm64 and arm/v7, where those targets are built)")
+	image := flag.Bool("image", true, "build the OCI image (amd64, arm64, arm/v7 and arm/v6, where those targets are built)")
 	ca := flag.String("ca", "/etc/ssl/certs/ca-certificates.crt", "the CA certificates (PEM) to put in the image")
 	version := flag.String("version", "", "the version to stamp (default: git describe --tags --always --dirty)")
 	flag.Parse()

@@ -22,18 +22,20 @@ type Target struct {
 	GOARCH  string
 	GOARM   string // "" except for arm
 	DebArch string // the Debian architecture of its .deb; "" for none
-	Variant string // the OCI platform's variant ("v7"); with InImage
+	Variant string // the OCI platform's variant ("v7", "v6"); with InImage
 	InImage bool   // one of the OCI image's platforms
 }
 
 // Targets are the release's platforms. The armhf package carries the
 // ARMv6 build: Raspberry Pi OS's 32-bit armhf runs on the ARMv6 Pi Zero and
-// Pi 1, and an ARMv6 binary runs on every ARMv7 board as well.
+// Pi 1, and an ARMv6 binary runs on every ARMv7 board as well. The image
+// has a platform for every archive: linux/arm/v6 is the Pi Zero's and the
+// Pi 1's.
 var Targets = []Target{
 	{Name: "amd64", GOARCH: "amd64", DebArch: "amd64", InImage: true},
 	{Name: "arm64", GOARCH: "arm64", DebArch: "arm64", InImage: true},
 	{Name: "armv7", GOARCH: "arm", GOARM: "7", Variant: "v7", InImage: true},
-	{Name: "armv6", GOARCH: "arm", GOARM: "6", DebArch: "armhf"},
+	{Name: "armv6", GOARCH: "arm", GOARM: "6", DebArch: "armhf", Variant: "v6", InImage: true},
 }
 
 // FindTargets returns the targets named in names (comma-separated), in

@@ -296,7 +296,8 @@ func TestImage(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(platforms, " "); got != "linux/amd64 linux/arm64 linux/arm/v7" {
-		t.Errorf("platforms %q", got)
+	// Every archive's platform, the ARMv6 Pi Zero and Pi 1 included (issue 24).
+	if got := strings.Join(platforms, " "); got != "linux/amd64 linux/arm64 linux/arm/v7 linux/arm/v6" {
+		t.Errorf("platforms %q, want linux/amd64 linux/arm64 linux/arm/v7 linux/arm/v6", got)
 	}
 }
