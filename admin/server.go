@@ -92,6 +92,11 @@ type Config struct {
 	// Allow reports whether a client may use the admin API
 	// (server.allow); the others are answered 403. Nil allows everyone.
 	Allow func(netip.Addr) bool
+
+	// Hosts are the names (or IPs) a request's Host may give beside the
+	// listener's own address, loopback and localhost (admin.hosts); any
+	// other Host is answered 421 (host.go).
+	Hosts []string
 }
 
 // Server is the admin HTTP server. Start it once and Shutdown it once.
@@ -102,6 +107,7 @@ type Server struct {
 
 	rate    rate      // the query counter's recent history, for GET /api/stats
 	started time.Time // set by New: when nxdnsd started, near enough
+	hosts   hostSet   // cfg.Hosts, for checkHost
 
 	mu          sync.Mutex // guards following
 	ln          net.Listener
@@ -114,7 +120,7 @@ type Server struct {
 
 // New returns a Server for cfg; nothing listens until Start.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), hosts: newHostSet(cfg.Hosts)}
 	s.rate.add(s.started, s.totals().Queries)
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -134,7 +140,9 @@ func New(cfg Config) *Server {
 
 // Handler returns the routes: GET (and HEAD) / (the status page),
 // /metrics, /api/health, /api/queries, /api/stats, /livez and /readyz;
-// any other method gets 405, any other path 404.
+// any other method gets 405, any other path 404. A client outside
+// cfg.Allow gets 403, then a Host that does not name the listener 421
+// (checkHost).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
@@ -144,8 +152,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", serveStatusPage)
 	mux.HandleFunc("GET /api/queries", s.serveQueries)
 	mux.HandleFunc("GET /api/stats", s.serveStats)
+	h := s.checkHost(mux)
 	if s.cfg.Allow == nil {
-		return mux
+		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ap, err := netip.ParseAddrPort(r.RemoteAddr)
@@ -153,7 +162,7 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, "403 forbidden: this address is not in server.allow", http.StatusForbidden)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -174,6 +174,11 @@ type QueryLog struct {
 type Admin struct {
 	Listen        string `toml:"listen"`         // HTTP: the status page, /metrics, /api/*; "" disables
 	RecentQueries int    `toml:"recent_queries"` // queries kept in memory for the status page and /api/queries; 0 off
+
+	// Hosts are the names (or IPs) beside the listener's own address and
+	// localhost that a request's Host may give; others are answered 421
+	// (spec section 13: DNS rebinding). Empty by default.
+	Hosts []string `toml:"hosts"`
 }
 
 // Log is the [log] table.

@@ -16,7 +16,7 @@ func TestQueryLogPathNotWritable(t *testing.T) {
 	dir := t.TempDir()
 	if os.Geteuid() == 0 {
 		if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_RDONLY, "size=16k"); err != nil {
-			t.Skipf("no read-only tmpfs (root may write to any directory otherwise): %v", err)
+			t.Skipf("prerequisite missing: mounting a read-only tmpfs (root may write to any directory otherwise): %v", err)
 		}
 		t.Cleanup(func() {
 			if err := syscall.Unmount(dir, 0); err != nil {

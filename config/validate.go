@@ -61,6 +61,7 @@ func (c *Config) check() Problems {
 		}
 	}
 	ck.inRange("admin.recent_queries", c.Admin.RecentQueries, 0, MaxRecentQueries)
+	ck.adminHosts(c.Admin.Hosts)
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":
 	default:
@@ -91,6 +92,49 @@ func (ck *checker) allow(list []string) []netip.Prefix {
 		out = append(out, p.Masked())
 	}
 	return out
+}
+
+// adminHosts checks admin.hosts: each a host name (letters, digits and
+// hyphens in dot-separated labels, a trailing dot allowed) or an IP
+// literal (IPv6 with or without brackets), without a port: a Host header
+// names the listener whatever port it gives.
+func (ck *checker) adminHosts(hosts []string) {
+	for i, h := range hosts {
+		if msg := hostProblem(h); msg != "" {
+			ck.add(fmt.Sprintf("admin.hosts[%d]", i), "%q %s", h, msg)
+		}
+	}
+}
+
+// hostProblem says what is wrong with h as an admin.hosts entry, or "".
+func hostProblem(h string) string {
+	if h == "" {
+		return "is empty: want a host name or an IP"
+	}
+	if ip := strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"); strings.Contains(ip, ":") {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Zone() == "" {
+			return ""
+		}
+		return "is not a host name or an IP (no port: every port of the listener is accepted)"
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return ""
+	}
+	name := strings.TrimSuffix(h, ".")
+	if len(name) == 0 || len(name) > 253 {
+		return "is not a host name or an IP"
+	}
+	for _, label := range strings.Split(name, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return "is not a host name or an IP (labels of 1 to 63 letters, digits or hyphens, not beginning or ending with one)"
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return "is not a host name or an IP (labels of letters, digits and hyphens)"
+			}
+		}
+	}
+	return ""
 }
 
 // server checks [server] and returns the listen addresses it accepted.

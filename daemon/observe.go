@@ -151,6 +151,7 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Counters: d.metrics,
 		Version:  d.opts.version,
 		Allow:    func(a netip.Addr) bool { return d.front.current().handler.Allows(a) },
+		Hosts:    d.cfg.Admin.Hosts,
 	})
 }
 

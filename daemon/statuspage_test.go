@@ -40,7 +40,7 @@ func headless(t *testing.T) context.Context {
 	t.Helper()
 	path := findChromium()
 	if path == "" {
-		t.Skip("Chromium is not installed, so the status page is not tested in a browser here (CI installs it: apt-get install chromium)")
+		t.Skip("prerequisite missing: Chromium is not installed, so the status page is not tested in a browser here (CI installs it: apt-get install chromium)")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),

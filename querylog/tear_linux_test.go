@@ -16,7 +16,7 @@ import (
 func TestFullDiskKeepsTheLogWhole(t *testing.T) {
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("no tmpfs to fill (mounting one needs root): %v", err)
+		t.Skipf("prerequisite missing: mounting a tmpfs to fill (it needs root): %v", err)
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, 0); err != nil {

@@ -104,7 +104,7 @@ func TestServerUDPBursts(t *testing.T) {
 				t.Parallel()
 				if ip == "::1" {
 					if pc, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
-						t.Skipf("no IPv6 loopback: %v", err)
+						t.Skipf("prerequisite missing: IPv6 loopback: %v", err)
 					} else {
 						pc.Close()
 					}

@@ -17,7 +17,7 @@ func askFrom(t *testing.T, client, server netip.AddrPort, name string) netip.Add
 	t.Helper()
 	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(client))
 	if err != nil {
-		t.Skipf("binding %s: %v", client, err)
+		t.Skipf("prerequisite missing: binding the client address %s: %v", client, err)
 	}
 	defer c.Close()
 	q := queryFor(name)
@@ -94,7 +94,7 @@ func TestServerWildcardsPerFamily(t *testing.T) {
 	second := &Server{Handler: HandlerFunc(echo), Listen: []string{netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(uport)).String()}}
 	if err := second.Start(); err != nil {
 		if _, err6 := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err6 != nil {
-			t.Skipf("no IPv6 here: %v", err6)
+			t.Skipf("prerequisite missing: IPv6 here: %v", err6)
 		}
 		t.Fatalf("[::] on 0.0.0.0's port %d: %v", uport, err)
 	}

@@ -46,7 +46,7 @@ func inOwnNetns(t *testing.T) bool {
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		t.Skipf("no network namespace of its own for this test: %v", err)
+		t.Skipf("prerequisite missing: a network namespace of its own for this test (root, or user namespaces): %v", err)
 		return false
 	}
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {

@@ -102,7 +102,7 @@ func TestUDPPollerOverIPv6(t *testing.T) {
 	t.Parallel()
 	pc, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback})
 	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
+		t.Skipf("prerequisite missing: IPv6 loopback: %v", err)
 	}
 	done := make(chan struct{})
 	defer func() {

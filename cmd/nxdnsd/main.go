@@ -35,11 +35,12 @@ import (
 
 // version and commit are set at build time with
 // -ldflags "-X main.version=… -X main.commit=…" (go tool task release
-// stamps git describe and the commit hash). A plain go build leaves commit
-// empty, and -version then reports the commit the Go toolchain recorded,
-// if any.
+// stamps internal/version's version and the commit hash). A plain go build
+// leaves both empty: version is then made by the same rule from what the
+// Go toolchain recorded (version.go), and -version reports the commit it
+// recorded, if any.
 var (
-	version = "0.1.0-dev"
+	version = ""
 	commit  = ""
 )
 

@@ -4,20 +4,24 @@
 //   - nxdnsd-VERSION-linux-{amd64,arm64,armv7,armv6}.tar.gz: the static
 //     binary, the systemd unit, the example configuration, install.md, the
 //     LICENSE and the licences of the Go modules linked in;
-//   - nxdnsd_DEBVERSION-1_{amd64,arm64,armhf}.deb, made by nfpm (a Go tool
+//   - nxdnsd_VERSION-1_{amd64,arm64,armhf}.deb, made by nfpm (a Go tool
 //     of this module) from deploy/nfpm.yaml;
 //   - nxdnsd-VERSION-oci.tar: a multi-platform OCI image (amd64, arm64,
-//     arm/v7) from scratch, as an OCI layout in a tar, made here with
+//     arm/v7, arm/v6) from scratch, as an OCI layout in a tar, made here with
 //     go-containerregistry: no Docker daemon, no registry;
 //   - SHA256SUMS.
 //
-// VERSION is git describe --tags --always --dirty, stamped into the binary
-// with the commit. Everything is reproducible: the builds are static
+// VERSION is the one version of internal/version, from the last release
+// tag (vX.Y.Z) or the commit: 1.2.3, 1.2.3-4-gabc1234, 0.0.0-206-g4750ec4,
+// with -dirty for uncommitted changes. The archives, the .deb (VERSION-1),
+// the image's tag and labels, and the binary's -version (stamped with the
+// commit) all carry that one string. Everything is reproducible: the builds are static
 // (CGO_ENABLED=0), -trimpath, without VCS stamping or build time, and every
 // timestamp in the archives, packages and image is the commit's time
 // (SOURCE_DATE_EPOCH), so two runs on one commit give the same bytes.
 //
 //	go run ./cmd/nxdnsrelease [-o dist] [-targets amd64,arm64,armv7,armv6] [-deb=false] [-image=false]
+//	go run ./cmd/nxdnsrelease -print-version   (what go tool task build stamps)
 package main
 
 import (
@@ -36,6 +40,7 @@ import (
 	"time"
 
 	"github.com/nxdnsd/nxdnsd/internal/release"
+	"github.com/nxdnsd/nxdnsd/internal/version"
 )
 
 const source = "https://github.com/nxdnsd/nxdnsd"
@@ -44,13 +49,23 @@ func main() {
 	out := flag.String("o", "dist", "output `folder`; its earlier release files are replaced")
 	targets := flag.String("targets", "all", "comma-separated `targets`: amd64, arm64, armv7, armv6 (all by default)")
 	debs := flag.Bool("deb", true, "build the Debian packages (amd64, arm64 and armhf, where those targets are built)")
-	image := flag.Bool("image", true, "build the OCI image (amd64, arm64 and arm/v7, where those targets are built)")
+	image := flag.Bool("image", true, "build the OCI image (amd64, arm64, arm/v7 and arm/v6, where those targets are built)")
 	ca := flag.String("ca", "/etc/ssl/certs/ca-certificates.crt", "the CA certificates (PEM) to put in the image")
-	version := flag.String("version", "", "the version to stamp (default: git describe --tags --always --dirty)")
+	version := flag.String("version", "", "the version to stamp, as git describe prints it or in the scheme (default: from the last release tag or the commit)")
+	printVersion := flag.Bool("print-version", false, "print the version and exit")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *printVersion {
+		v, err := gitVersion(*version)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nxdnsrelease: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println(v)
+		return
 	}
 	ts, err := release.FindTargets(*targets)
 	if err == nil {
@@ -64,8 +79,8 @@ func main() {
 
 // info is what the release stamps.
 type info struct {
-	version, debVersion, commit string
-	time                        time.Time // the commit's, or SOURCE_DATE_EPOCH
+	version, commit string    // version: internal/version's
+	time            time.Time // the commit's, or SOURCE_DATE_EPOCH
 }
 
 func run(out string, ts []release.Target, debs, image bool, caPath, version string) error {
@@ -81,7 +96,7 @@ func run(out string, ts []release.Target, debs, image bool, caPath, version stri
 	if err != nil {
 		return err
 	}
-	fmt.Printf("nxdnsd %s (commit %s, Debian %s-1), time %s\n", in.version, in.commit, in.debVersion, in.time.Format(time.RFC3339))
+	fmt.Printf("nxdnsd %s (commit %s), time %s\n", in.version, in.commit, in.time.Format(time.RFC3339))
 
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -138,7 +153,7 @@ func run(out string, ts []release.Target, debs, image bool, caPath, version stri
 
 	// The archives.
 	for _, t := range ts {
-		dir := fmt.Sprintf("nxdnsd-%s-linux-%s", in.version, t.Name)
+		dir := release.ArchiveDir(in.version, t)
 		tgz, err := release.TarGz([]release.File{
 			{Name: dir + "/nxdnsd", Mode: 0o755, Data: bins[t.Name]},
 			{Name: dir + "/nxdnsd.service", Mode: 0o644, Data: unit},
@@ -170,9 +185,10 @@ func run(out string, ts []release.Target, debs, image bool, caPath, version stri
 				continue
 			}
 			t0 := time.Now()
-			cmd := exec.Command("go", "tool", "nfpm", "package", "--config", "deploy/nfpm.yaml", "--packager", "deb", "--target", out+"/")
+			cmd := exec.Command("go", "tool", "nfpm", "package", "--config", "deploy/nfpm.yaml", "--packager", "deb",
+				"--target", filepath.Join(out, release.DebFile(in.version, t)))
 			cmd.Env = append(os.Environ(),
-				"NXDNSD_DEB_VERSION="+in.debVersion,
+				"NXDNSD_VERSION="+in.version,
 				"NXDNSD_DEB_ARCH="+t.DebArch,
 				"NXDNSD_BIN="+filepath.Join(work, t.Name, "nxdnsd"),
 				"NXDNSD_UNIT="+unitPath,
@@ -213,13 +229,13 @@ func run(out string, ts []release.Target, debs, image bool, caPath, version stri
 			return err
 		}
 		var tarball bytes.Buffer
-		if err := release.WriteImageTar(&tarball, idx, ImageRef(in.version), in.time); err != nil {
+		if err := release.WriteImageTar(&tarball, idx, release.ImageRef(in.version), in.time); err != nil {
 			return err
 		}
-		if err := writeOut(out, fmt.Sprintf("nxdnsd-%s-oci.tar", in.version), tarball.Bytes()); err != nil {
+		if err := writeOut(out, release.ImageTarFile(in.version), tarball.Bytes()); err != nil {
 			return err
 		}
-		fmt.Printf("image %s in %.1f s\n", ImageRef(in.version), time.Since(t0).Seconds())
+		fmt.Printf("image %s in %.1f s\n", release.ImageRef(in.version), time.Since(t0).Seconds())
 	}
 
 	sums, err := release.WriteSums(out)
@@ -235,16 +251,6 @@ func run(out string, ts []release.Target, debs, image bool, caPath, version stri
 	}
 	fmt.Printf("release written to %s/ in %.1f s\n", out, time.Since(start).Seconds())
 	return nil
-}
-
-// ImageRef is the name the image loads as: nxdnsd:VERSION, with what a tag
-// may not hold replaced by "-".
-func ImageRef(version string) string {
-	tag := regexp.MustCompile(`[^A-Za-z0-9_.-]`).ReplaceAllString(version, "-")
-	if len(tag) > 128 {
-		tag = tag[:128]
-	}
-	return "nxdnsd:" + tag
 }
 
 func moduleRoot() (string, error) {
@@ -271,24 +277,34 @@ func git(args ...string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-func gitInfo(version string) (info, error) {
+// gitVersion is the release's version (internal/version): from given, as
+// git describe prints it or in the scheme, or else from git.
+func gitVersion(given string) (string, error) {
+	describe := given
+	if describe == "" {
+		var err error
+		if describe, err = git(version.DescribeArgs...); err != nil {
+			return "", err
+		}
+	}
+	count, err := git("rev-list", "--count", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return "", fmt.Errorf("git rev-list --count HEAD: %q", count)
+	}
+	return version.FromGit(describe, n)
+}
+
+func gitInfo(given string) (info, error) {
 	var in info
 	var err error
 	if in.commit, err = git("rev-parse", "HEAD"); err != nil {
 		return in, err
 	}
-	if version == "" {
-		if version, err = git("describe", "--tags", "--always", "--dirty"); err != nil {
-			return in, err
-		}
-	}
-	in.version = version
-	count, err := git("rev-list", "--count", "HEAD")
-	if err != nil {
-		return in, err
-	}
-	n, _ := strconv.Atoi(count)
-	if in.debVersion, err = release.DebVersion(version, n); err != nil {
+	if in.version, err = gitVersion(given); err != nil {
 		return in, err
 	}
 	epoch := os.Getenv("SOURCE_DATE_EPOCH")

@@ -1,6 +1,6 @@
-// Package release makes nxdnsd's release artefacts reproducibly: the
-// Debian version from git describe, the packaged systemd unit, the
-// .tar.gz archives, the OCI image and SHA256SUMS. cmd/nxdnsrelease drives
+// Package release makes nxdnsd's release artefacts reproducibly: their
+// names, all carrying the one version of internal/version, the packaged
+// systemd unit, the .tar.gz archives, the OCI image and SHA256SUMS. cmd/nxdnsrelease drives
 // it (go tool task release).
 //
 // Reproducible means that the same commit, Go toolchain and inputs give
@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/nxdnsd/nxdnsd/internal/version"
 )
 
 // Target is one platform the release builds nxdnsd for.
@@ -22,18 +24,20 @@ type Target struct {
 	GOARCH  string
 	GOARM   string // "" except for arm
 	DebArch string // the Debian architecture of its .deb; "" for none
-	Variant string // the OCI platform's variant ("v7"); with InImage
+	Variant string // the OCI platform's variant ("v7", "v6"); with InImage
 	InImage bool   // one of the OCI image's platforms
 }
 
 // Targets are the release's platforms. The armhf package carries the
 // ARMv6 build: Raspberry Pi OS's 32-bit armhf runs on the ARMv6 Pi Zero and
-// Pi 1, and an ARMv6 binary runs on every ARMv7 board as well.
+// Pi 1, and an ARMv6 binary runs on every ARMv7 board as well. The image
+// has a platform for every archive: linux/arm/v6 is the Pi Zero's and the
+// Pi 1's.
 var Targets = []Target{
 	{Name: "amd64", GOARCH: "amd64", DebArch: "amd64", InImage: true},
 	{Name: "arm64", GOARCH: "arm64", DebArch: "arm64", InImage: true},
 	{Name: "armv7", GOARCH: "arm", GOARM: "7", Variant: "v7", InImage: true},
-	{Name: "armv6", GOARCH: "arm", GOARM: "6", DebArch: "armhf"},
+	{Name: "armv6", GOARCH: "arm", GOARM: "6", DebArch: "armhf", Variant: "v6", InImage: true},
 }
 
 // FindTargets returns the targets named in names (comma-separated), in
@@ -63,40 +67,34 @@ func FindTargets(names string) ([]Target, error) {
 	return ts, nil
 }
 
-var (
-	describeRE = regexp.MustCompile(`^v?([0-9]+\.[0-9]+\.[0-9]+)(?:-([0-9A-Za-z.]+))?(?:-([0-9]+)-g([0-9a-f]+))?$`)
-	hashRE     = regexp.MustCompile(`^[0-9a-f]{4,40}$`)
-)
+// The release's file names and image name, each carrying the one
+// version v (internal/version) as it is.
 
-// DebVersion turns git describe --tags --always --dirty into a Debian
-// upstream version that sorts the way the commits follow each other:
-//
-//	v1.2.3               1.2.3
-//	v1.2.3-rc1           1.2.3~rc1        (before 1.2.3)
-//	v1.2.3-4-gabc1234    1.2.3+4.gabc1234 (after 1.2.3)
-//	abc1234 (no tag)     0.0.0~git.N.gabc1234, N the commit count
-//
-// and ".dirty" after any of them for a modified work tree.
-func DebVersion(describe string, commits int) (string, error) {
-	d, dirty := strings.CutSuffix(describe, "-dirty")
-	var v string
-	if m := describeRE.FindStringSubmatch(d); m != nil {
-		v = m[1]
-		if m[2] != "" {
-			v += "~" + m[2]
-		}
-		if m[3] != "" {
-			v += "+" + m[3] + ".g" + m[4]
-		}
-	} else if hashRE.MatchString(d) {
-		v = fmt.Sprintf("0.0.0~git.%d.g%s", commits, d)
-	} else {
-		return "", fmt.Errorf("git describe %q: want vX.Y.Z[-pre][-N-gHASH][-dirty] or a commit hash", describe)
+// ArchiveDir is the folder in t's archive, and the archive's name without
+// .tar.gz: nxdnsd-VERSION-linux-NAME.
+func ArchiveDir(v string, t Target) string { return "nxdnsd-" + v + "-linux-" + t.Name }
+
+// DebFile is the name of t's .deb, as dpkg-name would name it:
+// nxdnsd_VERSION-1_ARCH.deb, VERSION-1 being its Version field
+// (version.Debian; deploy/nfpm.yaml adds the revision).
+func DebFile(v string, t Target) string {
+	return "nxdnsd_" + version.Debian(v) + "_" + t.DebArch + ".deb"
+}
+
+// ImageTarFile is the image's file name: nxdnsd-VERSION-oci.tar.
+func ImageTarFile(v string) string { return "nxdnsd-" + v + "-oci.tar" }
+
+var notInTag = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// ImageRef is the name the image loads as: nxdnsd:VERSION. Every version
+// of the scheme is a valid tag as it is; what a tag may not hold (in a
+// version given by hand) is replaced by "-".
+func ImageRef(v string) string {
+	tag := notInTag.ReplaceAllString(v, "-")
+	if len(tag) > 128 {
+		tag = tag[:128]
 	}
-	if dirty {
-		v += ".dirty"
-	}
-	return v, nil
+	return "nxdnsd:" + tag
 }
 
 // PackagedUnit turns deploy/nxdnsd.service (the unit for a hand install,

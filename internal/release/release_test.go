@@ -14,31 +14,77 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/nxdnsd/nxdnsd/internal/version"
 )
 
-func TestDebVersion(t *testing.T) {
-	for _, c := range []struct {
-		describe string
-		want     string
-	}{
-		{"v1.2.3", "1.2.3"},
-		{"1.2.3", "1.2.3"},
-		{"v1.2.3-dirty", "1.2.3.dirty"},
-		{"v1.2.3-rc.1", "1.2.3~rc.1"},
-		{"v1.2.3-4-gabc1234", "1.2.3+4.gabc1234"},
-		{"v1.2.3-rc1-4-gabc1234-dirty", "1.2.3~rc1+4.gabc1234.dirty"},
-		{"abc1234", "0.0.0~git.81.gabc1234"},
-		{"abc1234-dirty", "0.0.0~git.81.gabc1234.dirty"},
-	} {
-		got, err := DebVersion(c.describe, 81)
-		if err != nil || got != c.want {
-			t.Errorf("DebVersion(%q) = %q, %v; want %q", c.describe, got, err, c.want)
+// One version everywhere (issue 24: the .deb said 0.0.0~git.206.g4750ec4-1,
+// the archives and the image 4750ec4): for the same git describe, the
+// archive's name and folder, the .deb's name and Version field (through
+// deploy/nfpm.yaml), the image's file, tag, labels and annotations all
+// carry the one string internal/version makes. Before, the .deb's
+// version came from DebVersion ("0.0.0~git.206.g4750ec4") and the others
+// from the raw describe ("4750ec4").
+func TestOneVersionEverywhere(t *testing.T) {
+	nfpm, err := os.ReadFile("../../deploy/nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nfpm writes the Version field as version-release, verbatim.
+	for _, want := range []string{"\nversion: ${NXDNSD_VERSION}\n", "\nversion_schema: none\n", "\nrelease: \"1\"\n"} {
+		if !strings.Contains(string(nfpm), want) {
+			t.Errorf("deploy/nfpm.yaml lacks %q", strings.TrimSpace(want))
 		}
 	}
-	for _, bad := range []string{"", "v1.2", "release one", "v1.2.3_4"} {
-		if got, err := DebVersion(bad, 1); err == nil {
-			t.Errorf("DebVersion(%q) = %q, want an error", bad, got)
+	amd64, armv6 := Targets[0], Targets[3]
+	for _, describe := range []string{"4750ec4", "4750ec4-dirty", "v0.3.0", "v0.3.0-2-gabc1234"} {
+		v, err := version.FromGit(describe, 206)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, c := range []struct{ got, want string }{
+			{ArchiveDir(v, amd64), "nxdnsd-" + v + "-linux-amd64"},
+			{DebFile(v, amd64), "nxdnsd_" + v + "-1_amd64.deb"},
+			{DebFile(v, armv6), "nxdnsd_" + v + "-1_armhf.deb"},
+			{version.Debian(v), v + "-1"},
+			{ImageTarFile(v), "nxdnsd-" + v + "-oci.tar"},
+			{ImageRef(v), "nxdnsd:" + v},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s: %q, want %q", describe, c.got, c.want)
+			}
+		}
+	}
+	// The image's labels and annotations: testImage builds with
+	// Version "v1.2.3" as given; here the scheme's.
+	v, _ := version.FromGit("4750ec4", 206)
+	spec := ImageSpec{Version: v, Commit: "4750ec4", Created: time.Unix(0, 0), Targets: Targets[:1],
+		Binaries: map[string][]byte{"amd64": []byte("binary")}}
+	idx, err := BuildImage(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.version"]; got != v {
+		t.Errorf("image label version %q, want %q", got, v)
+	}
+	if got := m.Annotations["org.opencontainers.image.version"]; got != v {
+		t.Errorf("image annotation version %q, want %q", got, v)
 	}
 }
 
@@ -301,7 +347,8 @@ func TestImage(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(platforms, " "); got != "linux/amd64 linux/arm64 linux/arm/v7" {
-		t.Errorf("platforms %q", got)
+	// Every archive's platform, the ARMv6 Pi Zero and Pi 1 included (issue 24).
+	if got := strings.Join(platforms, " "); got != "linux/amd64 linux/arm64 linux/arm/v7 linux/arm/v6" {
+		t.Errorf("platforms %q, want linux/amd64 linux/arm64 linux/arm/v7 linux/arm/v6", got)
 	}
 }
