@@ -233,3 +233,25 @@ func sharesAtRest(pool *Pool) (held, waiting, lone int) {
 	}
 	return held, waiting + int(s.waiting.Load()), int(s.lone.Load())
 }
+
+// The pool counts clients as the listener does (wire/server_fair.go):
+// every address, IPv6 included, is a client; the addresses of one /64 are
+// not one client. Eight of them in one bucket by chance: odds of 1 in
+// 4,096^7.
+func TestShareClientIsAnAddress(t *testing.T) {
+	t.Parallel()
+	s := newShares()
+	a := netip.MustParseAddr("fd00:1:2:3::1")
+	if s.client(a) != s.client(netip.MustParseAddr("fd00:1:2:3::1")) {
+		t.Fatal("one address in two buckets")
+	}
+	buckets := map[*clientShare]bool{}
+	for i := range 8 {
+		b := a.As16()
+		b[15] = byte(i + 1)
+		buckets[s.client(netip.AddrFrom16(b))] = true
+	}
+	if len(buckets) < 2 {
+		t.Error("eight addresses of one IPv6 /64 share one bucket")
+	}
+}
