@@ -37,7 +37,8 @@ import (
 // wakes them (kick), and those now over their share are refused: the wait
 // it queues in is not behind them. Everything here is approximate by
 // design — counters in a fixed table of atomics indexed by a keyed hash of
-// the client, read without a lock — and costs a lone client a hash, three
+// the client, read without a lock, so that queries deciding at the same
+// instant may overrun a share or the reserve by a slot or two — and costs a lone client a hash, three
 // atomic loads and an atomic add on taking a slot and on returning it; no
 // lock, no allocation.
 

@@ -36,11 +36,22 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 	// A waiter that begins alone may be over its share once others come:
 	// it is what a kick is for. One that begins among others is below its
 	// share (run refused it otherwise), and wakes the lone ones.
+	//
+	// The kick channel is read before the waiter counts itself lone, and
+	// the clients are counted again after: a client below its share that
+	// starts to wait either sees this waiter lone, and closes a channel it
+	// holds, or arrived before the second count, which then sees it. Go's
+	// atomics are sequentially consistent, so one of the two holds.
+	var kick chan struct{}
 	lone := s.clients(start) == 1
 	if lone {
+		kick = *s.kick.Load()
 		s.lone.Add(1)
-	} else if s.lone.Load() > 0 {
-		s.wake()
+	} else {
+		if s.lone.Load() > 0 {
+			s.wake()
+		}
+		kick = *s.kick.Load() // after its own kick, which is not for it
 	}
 	defer func() {
 		if lone {
@@ -53,12 +64,27 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 		d.res.Queued += w
 		p.queuedNanos.Add(int64(w))
 	}()
+	kicked := lone && s.clients(time.Now()) > 1
 
 	timer := p.timers.Get(remaining)
 	defer p.timers.Put(timer)
 
 	for {
-		kick := *s.kick.Load()
+		if kicked {
+			// Woken (or found among others after all): weigh the share
+			// again, the next kick channel read first for the same reason
+			// as above.
+			kick = *s.kick.Load()
+			d.now = time.Now()
+			if d.refused(waiting) {
+				return permit{}, ErrShareRefused
+			}
+			if lone && s.clients(d.now) > 1 {
+				lone = false
+				s.lone.Add(-1)
+			}
+			kicked = false
+		}
 		var i int
 		var err error
 		if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
@@ -68,15 +94,8 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 		}
 		switch {
 		case err == errKicked:
-			d.now = time.Now()
-			if d.refused(waiting) {
-				return permit{}, ErrShareRefused
-			}
-			if lone && s.clients(d.now) > 1 {
-				lone = false
-				s.lone.Add(-1)
-			}
-			continue // at the back of the queue, behind the waiter that woke us
+			kicked = true
+			continue // then at the back of the queue, behind the waiter that woke us
 		case err != nil:
 			return permit{}, err
 		}
