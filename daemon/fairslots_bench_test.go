@@ -171,11 +171,12 @@ func floodA(b *testing.B, server string, rate int, stop <-chan struct{}) floodRe
 	}
 }
 
-func dialFromLoopback(b *testing.B, local, server string) *dns.Conn {
+func dialFromLoopback(tb testing.TB, local, server string) *dns.Conn {
+	tb.Helper()
 	d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(local), 0))}
 	nc, err := d.Dial("udp", server)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return &dns.Conn{Conn: nc}
 }
