@@ -15,6 +15,9 @@ import (
 // priority order, failover after peer faults, a blocking wait on every
 // saturated eligible upstream at once only when none has a free slot, and a
 // second pass that tries backed-off upstreams when nothing else answered.
+// While other clients are active, a query whose client (q.Client) holds its
+// share of the slots takes only a slot beyond the few kept for them, and
+// never waits: it ends ErrShareRefused instead (share.go).
 // It runs on the caller's goroutine. No client query is an upstream's
 // half-open trial: a backed-off upstream is left to its actor's probes,
 // and pass one never touches it. A looping upstream (loop.go) is touched
