@@ -37,6 +37,9 @@ func TestSlowClientLeavesTheNextSlotToAnother(t *testing.T) {
 	// Nothing expires while the test runs: only the tokens end A's exchanges.
 	s := startObserved(t, fmt.Sprintf("[cache]\nenabled = false\n[upstream]\nattempt_timeout_ms = 30000\ntotal_timeout_ms = 30000\n"+
 		"[[upstreams]]\nname = \"up\"\naddress = \"udp://%s\"\nslots = 2\n", up.Addr), false, options{})
+	if v := metricValue(t, s.scrape(t), "nxdns_upstream_share_refused_total"); v != 0 {
+		t.Fatalf("share refused %v at start-up, want the series at 0", v)
+	}
 	a := dialFromLoopback(t, "127.0.0.2", s.udp)
 	defer a.Close()
 	b := dialFromLoopback(t, "127.0.0.3", s.udp)
