@@ -31,8 +31,11 @@ import (
 // q.Packed and may put the answer's bytes in q.Buf. Exchange never returns
 // before every permit it took is returned.
 func (p *Pool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []Attempt) Result {
-	c := p.shares.client(q.Client)
-	p.shares.arrive(c, arrival)
+	var c *clientShare // nil for a query of nxdnsd's own: no share, counted nowhere
+	if q.Client.IsValid() {
+		c = p.shares.client(q.Client)
+		p.shares.arrive(c, arrival)
+	}
 	d := dispatch{
 		pool:     p,
 		ctx:      ctx,
@@ -58,7 +61,7 @@ type dispatch struct {
 	pool     *Pool
 	ctx      context.Context
 	q        *wire.Query
-	client   *clientShare // the counters of q.Client's share (share.go)
+	client   *clientShare // the counters of q.Client's share (share.go); nil for nxdnsd's own query
 	deadline time.Time    // D
 	// now is the clock as last read: at the query's arrival, at the end of
 	// an attempt or of a slot wait. A slot wait starts its count from it;
@@ -174,6 +177,9 @@ const (
 // toWait, waiting) and reports whether the query is refused. A client
 // alone costs it two atomic loads.
 func (d *dispatch) refused(step int) bool {
+	if d.client == nil {
+		return false
+	}
 	n := d.pool.shares.clients(d.now)
 	if n == 1 {
 		return false

@@ -99,8 +99,9 @@ func newShares() *shares {
 	return s
 }
 
-// client returns a's counters. An invalid address (a query of the pool's
-// own, such as a cache refresh) is one client like any other.
+// client returns a's counters. A query of nxdnsd's own (a cache refresh:
+// no client address) has none: it is no client, makes no other client
+// share, and is never refused.
 //
 // The hash is a multiply-xorshift of the address's two halves under the
 // pool's random keys: a few nanoseconds on every query, where a general

@@ -208,20 +208,38 @@ func TestLoneClientUsesEverySlot(t *testing.T) {
 	})
 }
 
-// Queries of nxdnsd's own (a cache refresh: no client address) count as
-// one client like any other, and a zero Query.Client is not a crash.
-func TestShareOfTheZeroClient(t *testing.T) {
+// Queries of nxdnsd's own (a cache refresh: no client address) are no
+// client: beside them a client alone still uses every slot and waits,
+// nothing is refused, and they wait like anyone. Counted as a client, a
+// refresh would have cost a lone client (a router NATing its LAN) the
+// reserve and its waits.
+func TestOwnQueriesAreNoClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pool, _ := newTestPool(t, defaults, up{fn: answering})
-		q := packed(t, query())
-		if q.Client.IsValid() {
-			t.Fatal("a fresh query has a client")
+		gate := make(chan error)
+		pool, fakes := newTestPool(t, defaults, up{slots: 4, fn: byName(gated(gate), answering)})
+		var as []<-chan Result
+		for range 6 {
+			as = append(as, ask(t, pool, clientA, slowName))
 		}
-		if r := pool.Exchange(t.Context(), q, time.Now(), nil); r.Err != nil {
-			t.Fatal(r.Err)
+		synctest.Wait()
+		own := ask(t, pool, netip.Addr{}, fastName)
+		synctest.Wait()
+		if in := results(as...); len(in) != 0 {
+			t.Fatalf("beside a query of nxdnsd's own, %d of A's queries ended (%v), want 4 holding and 2 waiting", len(in), in)
 		}
-		if c := pool.shares.client(netip.Addr{}); c.held.Load() != 0 || c.epoch.Load() == 0 {
-			t.Errorf("zero client's counters: held %d, epoch %d; want nothing held and the query counted", c.held.Load(), c.epoch.Load())
+		if calls, queued := fakes[0].calls.Load(), pool.QueuedTotal(); calls != 4 || queued != 3 {
+			t.Fatalf("%d exchanges, %d waits; want A's 4, and A's 2 and the refresh waiting", calls, queued)
+		}
+		releaseAll(gate, 6)
+		synctest.Wait()
+		if r := <-own; r.Err != nil {
+			t.Errorf("own query: %v", r.Err)
+		}
+		if got := pool.ShareRefusedTotal(); got != 0 {
+			t.Errorf("share refused total %d, want 0", got)
+		}
+		if c := pool.shares.client(netip.Addr{}); c.epoch.Load() != 0 || c.held.Load() != 0 {
+			t.Error("the query of nxdnsd's own was counted as a client")
 		}
 	})
 }

@@ -31,34 +31,41 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 	p := d.pool
 	p.queued.Add(1)
 	s, c := p.shares, d.client
-	s.waiting.Add(1)
-	c.waiting.Add(1)
-	// A waiter that begins alone may be over its share once others come:
-	// it is what a kick is for. One that begins among others is below its
-	// share (run refused it otherwise), and wakes the lone ones.
-	//
-	// The kick channel is read before the waiter counts itself lone, and
-	// the clients are counted again after: a client below its share that
-	// starts to wait either sees this waiter lone, and closes a channel it
-	// holds, or arrived before the second count, which then sees it. Go's
-	// atomics are sequentially consistent, so one of the two holds.
-	var kick chan struct{}
-	lone := s.clients(start) == 1
-	if lone {
-		kick = *s.kick.Load()
-		s.lone.Add(1)
-	} else {
-		if s.lone.Load() > 0 {
-			s.wake()
+	var kick chan struct{} // nil, which never fires, for a query of nxdnsd's own
+	lone := false
+	if c != nil {
+		s.waiting.Add(1)
+		c.waiting.Add(1)
+		// A waiter that begins alone may be over its share once others
+		// come: it is what a kick is for. One that begins among others is
+		// below its share (run refused it otherwise), and wakes the lone
+		// ones.
+		//
+		// A lone waiter reads the kick channel before it counts itself
+		// lone, and counts the clients again after: a client below its
+		// share that starts to wait meanwhile either sees it lone, and
+		// closes a channel it holds, or arrived before the second count,
+		// which then sees it. Go's atomics are sequentially consistent, so
+		// one of the two holds.
+		lone = s.clients(start) == 1
+		if lone {
+			kick = *s.kick.Load()
+			s.lone.Add(1)
+		} else {
+			if s.lone.Load() > 0 {
+				s.wake()
+			}
+			kick = *s.kick.Load() // after its own kick, which is not for it
 		}
-		kick = *s.kick.Load() // after its own kick, which is not for it
 	}
 	defer func() {
-		if lone {
-			s.lone.Add(-1)
+		if c != nil {
+			if lone {
+				s.lone.Add(-1)
+			}
+			c.waiting.Add(-1)
+			s.waiting.Add(-1)
 		}
-		c.waiting.Add(-1)
-		s.waiting.Add(-1)
 		d.now = time.Now()
 		w := d.now.Sub(start)
 		d.res.Queued += w

@@ -35,7 +35,8 @@ type Query struct {
 
 	// Client is the address of the client the query is for, whose share
 	// of the pool's slots it counts in (actors/share.go); the zero Addr
-	// for a query of nxdnsd's own (a cache refresh). Transports ignore it.
+	// for a query of nxdnsd's own (a cache refresh), which counts in none.
+	// Transports ignore it.
 	Client netip.Addr
 }
 
