@@ -99,13 +99,14 @@ func newShares() *shares {
 	return s
 }
 
-// client returns a's counters. A query of nxdnsd's own (a cache refresh:
-// no client address) has none: it is no client, makes no other client
-// share, and is never refused.
+// client returns a's counters. (Exchange asks for none for a query of
+// nxdnsd's own, a cache refresh without a client address: it is no
+// client, makes no other client share, and is never refused.)
 //
-// The hash is a multiply-xorshift of the address's two halves under the
-// pool's random keys: a few nanoseconds on every query, where a general
-// keyed hash costs several times as much. It needs only to spread
+// The hash is multiplicative, of the address's two halves under the
+// pool's random keys: the product's top bits, the index, depend on every
+// bit of the address. It costs a few nanoseconds on every query, where
+// hash/maphash cost several times as much here; it needs only to spread
 // addresses and be unknown to clients, not to resist analysis: the table
 // is an approximation either way.
 func (s *shares) client(a netip.Addr) *clientShare {
@@ -113,7 +114,6 @@ func (s *shares) client(a netip.Addr) *clientShare {
 	hi := binary.BigEndian.Uint64(b[:8]) ^ s.k0
 	lo := binary.BigEndian.Uint64(b[8:]) ^ s.k1
 	h := (hi*0x9e3779b97f4a7c15 ^ lo) * 0xbf58476d1ce4e5b9
-	h ^= h >> 31
 	return &s.table[h>>(64-shareBits)]
 }
 

@@ -275,4 +275,13 @@ func TestShareClientIsAnAddress(t *testing.T) {
 	if len(buckets) < 2 {
 		t.Error("eight addresses of one IPv6 /64 share one bucket")
 	}
+	// A LAN's addresses spread over the table: 256 keys thrown at random
+	// into 4,096 buckets fill about 248; fewer than 200 is a broken hash.
+	lan := map[*clientShare]bool{}
+	for i := range 256 {
+		lan[s.client(netip.AddrFrom4([4]byte{192, 168, 1, byte(i)}))] = true
+	}
+	if len(lan) < 200 {
+		t.Errorf("256 addresses of one /24 in %d buckets", len(lan))
+	}
 }
