@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,6 +76,9 @@ func TestPermitConservation(t *testing.T) {
 		defer pool.Close()
 
 		queries := rapid.IntRange(20, 150).Draw(rt, "queries")
+		// Queries come from a few clients, so that the client shares'
+		// refusals and wake-ups run beside everything else.
+		clients := rapid.IntRange(1, 3).Draw(rt, "clients")
 		cancelEvery := rapid.IntRange(2, 10).Draw(rt, "cancel_every")
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -93,6 +97,7 @@ func TestPermitConservation(t *testing.T) {
 				if err != nil {
 					rt.Fatal(err)
 				}
+				q.Client = netip.AddrFrom4([4]byte{192, 0, 2, byte(int(m.Id) % clients)})
 				r := pool.Exchange(ctx, q, time.Now(), nil)
 				mu.Lock()
 				defer mu.Unlock()
@@ -104,8 +109,12 @@ func TestPermitConservation(t *testing.T) {
 					return
 				}
 				failed++
+				if errors.Is(r.Err, ErrShareRefused) && clients == 1 {
+					rt.Errorf("a lone client refused for its share")
+				}
 				if !errors.Is(r.Err, ErrBudgetExhausted) && !errors.Is(r.Err, ErrAllFailed) &&
-					!errors.Is(r.Err, context.Canceled) && !errors.Is(r.Err, syscall.EMFILE) {
+					!errors.Is(r.Err, context.Canceled) && !errors.Is(r.Err, syscall.EMFILE) &&
+					!errors.Is(r.Err, ErrShareRefused) {
 					rt.Errorf("unexpected error %v", r.Err)
 				}
 			})
@@ -116,6 +125,9 @@ func TestPermitConservation(t *testing.T) {
 			if held := len(u.slots); held != 0 {
 				rt.Errorf("u%d: %d permits still held", i, held)
 			}
+		}
+		if held, waiting, lone := sharesAtRest(pool); held != 0 || waiting != 0 || lone != 0 {
+			rt.Errorf("client shares at rest: %d slots held, %d waiting, %d lone waiters", held, waiting, lone)
 		}
 		if answered+failed != queries {
 			rt.Errorf("%d answered + %d failed != %d queries", answered, failed, queries)

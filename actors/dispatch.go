@@ -15,6 +15,9 @@ import (
 // priority order, failover after peer faults, a blocking wait on every
 // saturated eligible upstream at once only when none has a free slot, and a
 // second pass that tries backed-off upstreams when nothing else answered.
+// While other clients are active, a query whose client (q.Client) holds its
+// share of the slots takes only a slot beyond the few kept for them, and
+// never waits: it ends ErrShareRefused instead (share.go).
 // It runs on the caller's goroutine. No client query is an upstream's
 // half-open trial: a backed-off upstream is left to its actor's probes,
 // and pass one never touches it. A looping upstream (loop.go) is touched
@@ -28,17 +31,26 @@ import (
 // q.Packed and may put the answer's bytes in q.Buf. Exchange never returns
 // before every permit it took is returned.
 func (p *Pool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []Attempt) Result {
+	var c *clientShare // nil for a query of nxdnsd's own: no share, counted nowhere
+	if q.Client.IsValid() {
+		c = p.shares.client(q.Client)
+		p.shares.arrive(c, arrival)
+	}
 	d := dispatch{
 		pool:     p,
 		ctx:      ctx,
 		q:        q,
+		client:   c,
 		deadline: arrival.Add(p.policy.TotalTimeout),
 		now:      arrival,
 		res:      Result{Attempts: trail[:0]},
 	}
 	d.run()
-	if errors.Is(d.res.Err, ErrBudgetExhausted) {
+	switch {
+	case errors.Is(d.res.Err, ErrBudgetExhausted):
 		p.budgetExhausted.Add(1)
+	case d.res.Err == ErrShareRefused:
+		p.shareRefused.Add(1)
 	}
 	return d.res
 }
@@ -49,7 +61,8 @@ type dispatch struct {
 	pool     *Pool
 	ctx      context.Context
 	q        *wire.Query
-	deadline time.Time // D
+	client   *clientShare // the counters of q.Client's share (share.go); nil for nxdnsd's own query
+	deadline time.Time    // D
 	// now is the clock as last read: at the query's arrival, at the end of
 	// an attempt or of a slot wait. A slot wait starts its count from it;
 	// an attempt reads the clock afresh before it starts (begin).
@@ -72,11 +85,19 @@ func (d *dispatch) run() {
 	// Pass one: eligible upstreams, in priority order among those that can
 	// take the query now.
 	for {
+		if d.refused(toTake) {
+			d.res.Err = ErrShareRefused
+			return
+		}
 		p, ok := d.sweep()
 		if !ok {
 			waitable := d.saturated()
 			if waitable == 0 {
 				break
+			}
+			if d.refused(toWait) {
+				d.res.Err = ErrShareRefused
+				return
 			}
 			var err error
 			if p, err = d.wait(waitable); err != nil {
@@ -96,11 +117,12 @@ func (d *dispatch) run() {
 	for m := d.skipped &^ d.tried; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		u := d.pool.upstreams[i]
-		p := permit{u: u, i: i, passTwo: true}
+		p := permit{u: u, c: d.client, i: i, passTwo: true}
 		if u.tryAcquire() {
-			p.slot = true
-		} else if _, err := d.wait(1 << i); err == nil {
-			p.slot = true
+			p.hold()
+		} else if w, err := d.wait(1 << i); err == nil {
+			p = w
+			p.passTwo = true
 		} else {
 			p.release()
 			d.res.Err = err
@@ -131,7 +153,9 @@ func (d *dispatch) sweep() (permit, bool) {
 		switch u.eligibility() {
 		case Healthy:
 			if u.tryAcquire() {
-				return permit{u: u, i: i, slot: true}, true
+				p := permit{u: u, c: d.client, i: i}
+				p.hold()
+				return p, true
 			}
 		case BackedOff:
 			d.skipped |= bit
@@ -140,6 +164,36 @@ func (d *dispatch) sweep() (permit, bool) {
 		}
 	}
 	return permit{}, false
+}
+
+// Where a query stands when the client share rule (share.go) is applied.
+const (
+	toTake  = iota // about to sweep for a free slot
+	toWait         // about to wait for one
+	waiting        // woken while waiting (a kick)
+)
+
+// refused applies the client share rule (share.go) at step (toTake,
+// toWait, waiting) and reports whether the query is refused. A client
+// alone costs it two atomic loads.
+func (d *dispatch) refused(step int) bool {
+	if d.client == nil {
+		return false
+	}
+	n := d.pool.shares.clients(d.now)
+	if n == 1 {
+		return false
+	}
+	st := d.pool.standing(d.client, n)
+	switch step {
+	case toTake:
+		return st.held >= st.share && (st.rivals || st.free <= st.reserve)
+	case toWait:
+		// Its waiting queries will hold slots too: they count.
+		return st.held+st.waiting >= st.share
+	default:
+		return st.held+st.waiting-1 >= st.share // itself among the waiting
+	}
 }
 
 // saturated returns the untried healthy upstreams: the ones a blocked

@@ -9,9 +9,19 @@ import "time"
 // them.
 type permit struct {
 	u       *Upstream
-	i       int  // u's index in the pool
-	passTwo bool // a pass-two attempt: u may be in backoff
-	slot    bool // a slot of u's is held
+	c       *clientShare // the query's client, whose held count includes the slot; nil: not counted
+	i       int          // u's index in the pool
+	passTwo bool         // a pass-two attempt: u may be in backoff
+	slot    bool         // a slot of u's is held
+}
+
+// hold notes a slot just taken on p.u as held, and counts it as the
+// client's.
+func (p *permit) hold() {
+	p.slot = true
+	if p.c != nil {
+		p.c.held.Add(1)
+	}
 }
 
 // releaseSlot returns the slot, once: when the transport has returned, or
@@ -19,6 +29,9 @@ type permit struct {
 func (p *permit) releaseSlot() {
 	if p.slot {
 		p.slot = false
+		if p.c != nil {
+			p.c.held.Add(-1)
+		}
 		p.u.release()
 	}
 }

@@ -26,6 +26,12 @@ var (
 	// ErrAllFailed: every upstream the query could try failed before its
 	// deadline (or none could be tried at all).
 	ErrAllFailed = errors.New("every upstream failed")
+
+	// ErrShareRefused: the query's client held its share of the slots or
+	// more while other clients were active, and no slot was free beyond
+	// the reserve kept for them (share.go). Nothing is said about any
+	// upstream, and it is not BudgetExhausted.
+	ErrShareRefused = errors.New("the client's share of upstream slots is taken")
 )
 
 // Policy is the pool's budget and health configuration.
@@ -54,8 +60,10 @@ type Pool struct {
 	policy    Policy
 	upstreams []*Upstream // by priority; fixed after NewPool
 	observer  Observer    // or nil
+	shares    *shares     // the clients' shares of the slots; always non-nil
 
 	budgetExhausted atomic.Uint64 // queries that ended BudgetExhausted, once each
+	shareRefused    atomic.Uint64 // queries refused for their client's share of the slots
 	queued          atomic.Uint64 // blocking slot waits entered, however they ended
 	queuedNanos     atomic.Int64  // time spent in those waits
 
@@ -83,7 +91,7 @@ func NewPool(p Policy, specs []Spec, obs Observer) (*Pool, error) {
 			return nil, fmt.Errorf("pool: upstream %d (%s): slots=%d transport=%v", i, s.Name, s.Slots, s.Transport)
 		}
 	}
-	pool := &Pool{policy: p, observer: obs}
+	pool := &Pool{policy: p, observer: obs, shares: newShares()}
 	for _, s := range specs {
 		pool.upstreams = append(pool.upstreams, newUpstream(s.Name, s.Address, s.Slots, s.Transport, p.Health))
 	}
@@ -145,6 +153,10 @@ func (p *Pool) AllInBackoff() bool {
 
 // BudgetExhaustedTotal counts queries that ended BudgetExhausted.
 func (p *Pool) BudgetExhaustedTotal() uint64 { return p.budgetExhausted.Load() }
+
+// ShareRefusedTotal counts queries refused for their client's share of
+// the slots (ErrShareRefused).
+func (p *Pool) ShareRefusedTotal() uint64 { return p.shareRefused.Load() }
 
 // QueuedTotal counts blocking slot waits, however they ended.
 func (p *Pool) QueuedTotal() uint64 { return p.queued.Load() }

@@ -55,8 +55,10 @@ type Result struct {
 	// Err is nil with an answer, else one of ErrBudgetExhausted (the query's
 	// deadline passed), ErrAllFailed (every upstream tried failed before the
 	// deadline), the query's context's error (context.Canceled, or
-	// context.DeadlineExceeded for a deadline of the caller's own), or a
-	// local resource error. Every one of them answers SERVFAIL.
+	// context.DeadlineExceeded for a deadline of the caller's own), a
+	// local resource error — every one of them answers SERVFAIL — or
+	// ErrShareRefused (the client's share of the slots was taken), which
+	// the query path answers REFUSED.
 	Err error
 
 	// Upstream is the name of the last upstream whose outcome was recorded

@@ -31,7 +31,7 @@ func NewPoolFrom(p Policy, specs []Spec, kept []*Upstream, obs Observer) (*Pool,
 	if err := checkPool(p, specs, kept); err != nil {
 		return nil, err
 	}
-	pool := &Pool{policy: p, observer: obs}
+	pool := &Pool{policy: p, observer: obs, shares: newShares()}
 	var fresh []*Upstream
 	for i, s := range specs {
 		u := kept[i]

@@ -1,17 +1,24 @@
 package actors
 
 import (
+	"errors"
 	"math/bits"
 	"reflect"
 	"time"
 )
 
+// errKicked ends one round of a slot wait: a client below its share began
+// to wait too (share.go), and the waiter weighs its own share again.
+var errKicked = errors.New("woken to weigh the client's share")
+
 // wait blocks until a slot frees on ANY upstream in the mask (a freed
 // lower-priority slot wakes the query too), the deadline passes
-// (ErrBudgetExhausted) or the query's context ends (its error). On
-// success the returned permit holds a slot on the upstream that freed; on
-// error nothing is held. One select decides, so exactly one case wins and a permit can
-// be neither taken twice nor lost.
+// (ErrBudgetExhausted), the query's context ends (its error) or, for a
+// query whose client is over its share of the slots, another client below
+// its share starts to wait (ErrShareRefused). On success the returned
+// permit holds a slot on the upstream that freed; on error nothing is
+// held. One select decides each round, so exactly one case wins and a
+// permit can be neither taken twice nor lost.
 //
 // Every call that actually waits counts once in the queued counters,
 // whatever ends it.
@@ -23,27 +30,86 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 	}
 	p := d.pool
 	p.queued.Add(1)
+	s, c := p.shares, d.client
+	var kick chan struct{} // nil, which never fires, for a query of nxdnsd's own
+	lone := false
+	if c != nil {
+		s.waiting.Add(1)
+		c.waiting.Add(1)
+		// A waiter that begins alone may be over its share once others
+		// come: it is what a kick is for. One that begins among others is
+		// below its share (run refused it otherwise), and wakes the lone
+		// ones.
+		//
+		// A lone waiter reads the kick channel before it counts itself
+		// lone, and counts the clients again after: a client below its
+		// share that starts to wait meanwhile either sees it lone, and
+		// closes a channel it holds, or arrived before the second count,
+		// which then sees it. Go's atomics are sequentially consistent, so
+		// one of the two holds.
+		lone = s.clients(start) == 1
+		if lone {
+			kick = *s.kick.Load()
+			s.lone.Add(1)
+		} else {
+			if s.lone.Load() > 0 {
+				s.wake()
+			}
+			kick = *s.kick.Load() // after its own kick, which is not for it
+		}
+	}
 	defer func() {
+		if c != nil {
+			if lone {
+				s.lone.Add(-1)
+			}
+			c.waiting.Add(-1)
+			s.waiting.Add(-1)
+		}
 		d.now = time.Now()
 		w := d.now.Sub(start)
 		d.res.Queued += w
 		p.queuedNanos.Add(int64(w))
 	}()
+	kicked := lone && s.clients(time.Now()) > 1
 
 	timer := p.timers.Get(remaining)
 	defer p.timers.Put(timer)
 
-	var i int
-	var err error
-	if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
-		i, err = d.waitFixed(mask, timer.C)
-	} else {
-		i, err = d.waitReflect(mask, timer.C)
+	for {
+		if kicked {
+			// Woken (or found among others after all): weigh the share
+			// again, the next kick channel read first for the same reason
+			// as above.
+			kick = *s.kick.Load()
+			d.now = time.Now()
+			if d.refused(waiting) {
+				return permit{}, ErrShareRefused
+			}
+			if lone && s.clients(d.now) > 1 {
+				lone = false
+				s.lone.Add(-1)
+			}
+			kicked = false
+		}
+		var i int
+		var err error
+		if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
+			i, err = d.waitFixed(mask, timer.C, kick)
+		} else {
+			i, err = d.waitReflect(mask, timer.C, kick)
+		}
+		switch {
+		case err == errKicked:
+			kicked = true
+			continue // then at the back of the queue, behind the waiter that woke us
+		case err != nil:
+			return permit{}, err
+		}
+		w := permit{u: p.upstreams[i], c: c, i: i}
+		w.hold()
+		return w, nil
 	}
-	if err != nil {
-		return permit{}, err
-	}
-	return permit{u: p.upstreams[i], i: i, slot: true}, nil
 }
 
 // fixedWait holds up to four slot channels for one select statement; an
@@ -54,7 +120,7 @@ type fixedWait struct {
 	idx [4]int
 }
 
-func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time) (int, error) {
+func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time, kick <-chan struct{}) (int, error) {
 	var w fixedWait
 	n := 0
 	for m := mask; m != 0; m &= m - 1 {
@@ -76,13 +142,15 @@ func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time) (int, error
 		return -1, ErrBudgetExhausted
 	case <-d.ctx.Done():
 		return -1, d.ctx.Err()
+	case <-kick:
+		return -1, errKicked
 	}
 }
 
 // waitReflect is the same select over any number of upstreams.
-func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time) (int, error) {
+func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time, kick <-chan struct{}) (int, error) {
 	n := bits.OnesCount64(mask)
-	cases := make([]reflect.SelectCase, 0, n+2)
+	cases := make([]reflect.SelectCase, 0, n+3)
 	idx := make([]int, 0, n)
 	tok := reflect.ValueOf(struct{}{})
 	for m := mask; m != 0; m &= m - 1 {
@@ -93,6 +161,7 @@ func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time) (int, err
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(kick)},
 	)
 	chosen, _, _ := reflect.Select(cases)
 	switch {
@@ -100,7 +169,9 @@ func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time) (int, err
 		return idx[chosen], nil
 	case chosen == n:
 		return -1, ErrBudgetExhausted
-	default:
+	case chosen == n+1:
 		return -1, d.ctx.Err()
+	default:
+		return -1, errKicked
 	}
 }

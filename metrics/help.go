@@ -24,6 +24,7 @@ var help = map[string]string{
 	"nxdns_upstream_queued_total":             "Client queries that waited for a slot because every eligible upstream was full, however the wait ended.",
 	"nxdns_upstream_queued_seconds_total":     "Time client queries spent waiting for a slot.",
 	"nxdns_upstream_budget_exhausted_total":   "Client queries whose whole budget (upstream.total_timeout_ms) ran out before an answer: answered SERVFAIL.",
+	"nxdns_upstream_share_refused_total":      "Client queries answered REFUSED because their client held its share of the upstream slots while other clients were active, and no slot was free beyond the few kept for them. No upstream is blamed.",
 	"nxdns_forward_zone_queries_total":        "Exchanges with each forward zone's resolver, by outcome: answer, timeout or error.",
 	"nxdns_query_log_dropped_total":           "Query-log lines dropped because the writer fell behind the queries (a slow disk), or lost because a write failed (a full disk).",
 	"nxdns_overload_refused_total":            "Client queries answered REFUSED because server.max_concurrent_queries were being served, or the client's share of them.",

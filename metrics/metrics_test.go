@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakePool struct {
 	status         []actors.Status
 	exhausted      uint64
+	refused        uint64
 	queued         uint64
 	queuedSeconds  float64
 	synced         atomic.Int32
@@ -38,6 +39,7 @@ func (p *fakePool) Status() []actors.Status {
 	return p.status
 }
 func (p *fakePool) BudgetExhaustedTotal() uint64 { return p.exhausted }
+func (p *fakePool) ShareRefusedTotal() uint64    { return p.refused }
 func (p *fakePool) QueuedTotal() uint64          { return p.queued }
 func (p *fakePool) QueuedSeconds() float64       { return p.queuedSeconds }
 
@@ -104,7 +106,7 @@ func TestPoolFamiliesAreReadAtScrapeAfterSync(t *testing.T) {
 	p := &fakePool{status: []actors.Status{
 		{Successes: 7, Failures: 2, Slots: 8, InFlight: 3},
 		{Failures: 5, Slots: 1, InFlight: 1, InBackoff: true},
-	}, exhausted: 4, queued: 9, queuedSeconds: 1.25}
+	}, exhausted: 4, refused: 3, queued: 9, queuedSeconds: 1.25}
 	m.AttachPool(p)
 	fs := scrape(t, m)
 	for _, tc := range []struct {
@@ -125,6 +127,7 @@ func TestPoolFamiliesAreReadAtScrapeAfterSync(t *testing.T) {
 	}
 	for name, want := range map[string]float64{
 		"nxdns_upstream_budget_exhausted_total": 4,
+		"nxdns_upstream_share_refused_total":    3,
 		"nxdns_upstream_queued_total":           9,
 		"nxdns_upstream_queued_seconds_total":   1.25,
 	} {
@@ -257,6 +260,7 @@ func TestPoolCountersRenderAsCounters(t *testing.T) {
 	for _, line := range []string{
 		"# TYPE nxdns_upstream_success_total counter",
 		"# TYPE nxdns_upstream_budget_exhausted_total counter",
+		"# TYPE nxdns_upstream_share_refused_total counter",
 		"# TYPE nxdns_upstream_queued_seconds_total counter",
 		"# TYPE nxdns_upstream_in_flight gauge",
 		"# TYPE nxdns_query_duration_seconds histogram",

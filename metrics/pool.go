@@ -15,6 +15,7 @@ type Pool interface {
 	Sync()
 	Status() []actors.Status
 	BudgetExhaustedTotal() uint64
+	ShareRefusedTotal() uint64
 	QueuedTotal() uint64
 	QueuedSeconds() float64
 }
@@ -57,7 +58,7 @@ func (m *Metrics) writePool(w io.Writer) {
 		tot = tot.plus(totalsOf(ref.Pool))
 	}
 	m.poolMu.Unlock()
-	exhausted, queued, queuedSeconds := tot.exhausted, tot.queued, tot.queuedSeconds
+	exhausted, refused, queued, queuedSeconds := tot.exhausted, tot.refused, tot.queued, tot.queuedSeconds
 	if ref != nil {
 		names = ref.ups.names
 		// After Sync, every outcome of every query answered before this
@@ -106,6 +107,10 @@ func (m *Metrics) writePool(w io.Writer) {
 	b = appendMetadata(b, "nxdns_upstream_budget_exhausted_total", "counter")
 	b = append(b, "nxdns_upstream_budget_exhausted_total "...)
 	b = strconv.AppendUint(b, exhausted, 10)
+	b = append(b, '\n')
+	b = appendMetadata(b, "nxdns_upstream_share_refused_total", "counter")
+	b = append(b, "nxdns_upstream_share_refused_total "...)
+	b = strconv.AppendUint(b, refused, 10)
 	b = append(b, '\n')
 	b = appendProbes(b, names, status)
 	_, _ = w.Write(b) // a failed write is the scraper's problem; it sees a short body

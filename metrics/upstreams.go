@@ -103,20 +103,20 @@ func (m *Metrics) RetirePool(p Pool) {
 
 // poolTotals are the counters a pool keeps itself, beside its upstreams'.
 type poolTotals struct {
-	exhausted, queued uint64
-	queuedSeconds     float64
+	exhausted, refused, queued uint64
+	queuedSeconds              float64
 }
 
 func totalsOf(p Pool) poolTotals {
-	return poolTotals{p.BudgetExhaustedTotal(), p.QueuedTotal(), p.QueuedSeconds()}
+	return poolTotals{p.BudgetExhaustedTotal(), p.ShareRefusedTotal(), p.QueuedTotal(), p.QueuedSeconds()}
 }
 
 func (a poolTotals) plus(b poolTotals) poolTotals {
-	return poolTotals{a.exhausted + b.exhausted, a.queued + b.queued, a.queuedSeconds + b.queuedSeconds}
+	return poolTotals{a.exhausted + b.exhausted, a.refused + b.refused, a.queued + b.queued, a.queuedSeconds + b.queuedSeconds}
 }
 
 func (a poolTotals) minus(b poolTotals) poolTotals {
-	return poolTotals{a.exhausted - b.exhausted, a.queued - b.queued, a.queuedSeconds - b.queuedSeconds}
+	return poolTotals{a.exhausted - b.exhausted, a.refused - b.refused, a.queued - b.queued, a.queuedSeconds - b.queuedSeconds}
 }
 
 func attemptSeries(upstream string, o actors.Outcome) string {

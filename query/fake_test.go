@@ -33,10 +33,11 @@ const testID = 0xBEEF
 type fakePool struct {
 	mu         sync.Mutex
 	calls      int
-	raws       int       // answers a bytePool handed over as bytes
-	last       *dns.Msg  // the last query it saw
-	lastPacked []byte    // the last query's bytes, as a transport sends them
-	arrival    time.Time // the last query's arrival
+	raws       int        // answers a bytePool handed over as bytes
+	last       *dns.Msg   // the last query it saw
+	lastPacked []byte     // the last query's bytes, as a transport sends them
+	arrival    time.Time  // the last query's arrival
+	client     netip.Addr // the last query's client
 
 	OnExchange func(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result
 }
@@ -48,6 +49,7 @@ func (p *fakePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Tim
 	p.last = q.Msg.Copy()
 	p.lastPacked = append([]byte(nil), q.Packed...)
 	p.arrival = arrival
+	p.client = q.Client
 	p.mu.Unlock()
 	if p.OnExchange == nil {
 		return actors.Result{Err: errNoFake}

@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/miekg/dns"
@@ -32,6 +33,7 @@ type Pool interface {
 // With a cache key k (nil: no cache) the answer is stored, or the failure
 // remembered.
 func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *Entry, s *scratch, k *cache.Key) (*dns.Msg, []byte, int) {
+	q.Client = e.Client.Addr()
 	res := h.pool.Exchange(ctx, q, e.Time, s.trail[:0])
 	e.Source = SourcePool
 	e.Upstream = res.Upstream
@@ -39,6 +41,14 @@ func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *En
 	e.Attempts = res.Attempts
 	e.PoolErr = res.Err
 	if res.Err != nil {
+		if errors.Is(res.Err, actors.ErrShareRefused) {
+			// The client's share of the slots was taken: a verdict on the
+			// client, not on the name (nothing remembered) nor on an
+			// upstream. REFUSED, as past its share of the listener's
+			// permits: a stub tries its next server, and no resolver in
+			// front caches it as the name's failure.
+			return r.reply(dns.RcodeRefused), nil, 0
+		}
 		if k != nil {
 			h.remember(ctx, *k, res.Err, e.Time)
 		}

@@ -252,3 +252,31 @@ func TestServePoolRcodesPassThrough(t *testing.T) {
 		})
 	}
 }
+
+// A query the pool refused for its client's share of the slots is answered
+// REFUSED, with no failure remembered for the name: the verdict is on the
+// client, and another client's query for it goes to the pool. The pool is
+// told the client's address (without its port). Before, the answer was
+// SERVFAIL and the name's failure was remembered for failure_ttl_s.
+func TestShareRefusalIsRefusedAndNotRemembered(t *testing.T) {
+	t.Parallel()
+	pool := failingPool(actors.Result{Err: actors.ErrShareRefused})
+	h, rec := newCachedHandler(t, pool, testCacheConfig())
+	for i := range 2 {
+		m, _ := exchange(t, h, newQuery("busy.example.", dns.TypeA), ProtoUDP)
+		if m.Rcode != dns.RcodeRefused {
+			t.Errorf("query %d: %s, want REFUSED", i, dns.RcodeToString[m.Rcode])
+		}
+		if e := rec.last(); e.Source != SourcePool || !errors.Is(e.PoolErr, actors.ErrShareRefused) {
+			t.Errorf("query %d: source %q pool error %v, want pool and the share refusal", i, e.Source, e.PoolErr)
+		}
+	}
+	if pool.Calls() != 2 {
+		t.Errorf("the pool saw %d queries, want 2: nothing remembered", pool.Calls())
+	}
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if pool.client != testClient.Addr() {
+		t.Errorf("the pool was told client %v, want %v", pool.client, testClient.Addr())
+	}
+}

@@ -6,6 +6,7 @@ package wire
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
@@ -31,6 +32,12 @@ type Query struct {
 	// ClientUDPSize(Msg); over DoT: less than the answer), the transport
 	// reads into memory of its own and answers with a parsed Msg.
 	Buf []byte
+
+	// Client is the address of the client the query is for, whose share
+	// of the pool's slots it counts in (actors/share.go); the zero Addr
+	// for a query of nxdnsd's own (a cache refresh), which counts in none.
+	// Transports ignore it.
+	Client netip.Addr
 }
 
 // NewQuery packs m into a Query with no answer buffer: what a caller

@@ -52,8 +52,14 @@ const clientBuckets = 1 << 14
 // clientCounts counts the queries being served per client address,
 // approximately: in a fixed table of counters indexed by a keyed hash of
 // the address, so that admission takes no lock and allocates nothing.
-// A client is an address: a port does not make another client, and
-// neither does another address of the same IPv6 prefix.
+// A client is an address, all 16 bytes of it: a port does not make
+// another client, but every IPv6 address is a client of its own, not its
+// /64. nxdnsd serves a LAN, and there a /64 is every host of the link
+// (fe80::/64 every host's link-local address): counting prefixes would
+// make the whole LAN one client. A host's temporary addresses (RFC 8981)
+// change over hours and it sends from one at a time, so an address is,
+// near enough, a host. The upstream pool's client shares
+// (actors/share.go) count clients the same way.
 type clientCounts struct {
 	seed   maphash.Seed // random per server, never shown
 	counts [clientBuckets]atomic.Int32

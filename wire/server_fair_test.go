@@ -460,3 +460,29 @@ func TestServersShareAdmission(t *testing.T) {
 		}
 	}
 }
+
+// A client is an address: another port of it shares its count, and so does
+// the same address with another zone; but the addresses of one IPv6 /64
+// are clients of their own (a /64 is a whole LAN). This pins what the
+// comment on clientCounts says: before, it claimed a prefix was one
+// client while the code counted each address.
+func TestClientCountsPerIPv6Address(t *testing.T) {
+	t.Parallel()
+	c := newClientCounts()
+	a := netip.MustParseAddr("fd00:1:2:3::1")
+	if c.count(a) != c.count(netip.AddrPortFrom(a, 53).Addr()) || c.count(netip.MustParseAddr("fe80::1%eth0")) != c.count(netip.MustParseAddr("fe80::1%eth1")) {
+		t.Error("one address counted in two places")
+	}
+	// Eight addresses of one /64 in a single count happens by chance with
+	// odds of 1 in 16,384^7: never. Counting by /64 makes it certain.
+	counts := map[*atomic.Int32]bool{}
+	for i := range 8 {
+		b := a.As16()
+		b[15] = byte(i + 1)
+		b[9] = byte(i * 37)
+		counts[c.count(netip.AddrFrom16(b))] = true
+	}
+	if len(counts) < 2 {
+		t.Error("eight addresses of one IPv6 /64 share one count: the prefix is counted as one client")
+	}
+}

@@ -1,0 +1,195 @@
+package actors
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// Client shares of the pool's slots (issue 25, item 2): one client whose
+// names are slow must not hold every slot while another client's queries
+// wait behind it. The listener's per-client shares (wire/server_fair.go)
+// bound the queries a client has in flight, not the upstream slots, which
+// are far fewer: 200 queries a second of names answered in 900 ms fit in
+// the first and fill 64 slots.
+//
+// The rule is work-conserving: a client alone uses every slot, as today
+// (dnsperf in `task bench`, a router that NATs a whole LAN). Once other
+// clients are active — a query of theirs reached the pool in the current
+// or the previous epoch (about a second) — a client that holds its share
+// of the healthy upstreams' slots (their sum divided by the active
+// clients) or more, and wants one more:
+//
+//   - takes a free slot only when no other client's query is waiting and
+//     more than a small reserve stays free for the others (two slots per
+//     other active client, at most an eighth of the slots): the others'
+//     next queries then find a slot at once instead of waiting for one of
+//     its slow exchanges to end;
+//   - never waits for a slot: it is refused (ErrShareRefused) instead, so
+//     that a freed slot goes to a client below its share. Its queries
+//     already waiting count as held here: a client waits only while its
+//     slots held and waiting stay below its share.
+//
+// A client below its share takes any free slot and waits as before; when
+// it starts to wait while queries that began waiting alone are queued, it
+// wakes them (kick), and those now over their share are refused: the wait
+// it queues in is not behind them. Everything here is approximate by
+// design — counters in a fixed table of atomics indexed by a keyed hash of
+// the client, read without a lock, so that queries deciding at the same
+// instant may overrun a share or the reserve by a slot or two — and costs a lone client a hash, three
+// atomic loads and an atomic add on taking a slot and on returning it; no
+// lock, no allocation.
+
+// shareBuckets is the size of the table of client counters. Two clients
+// whose keyed hashes meet count as one; the key is random per pool, so a
+// client cannot choose whom it meets, and with this many buckets two given
+// clients meet with odds of 1 in 4,096.
+const (
+	shareBits    = 12
+	shareBuckets = 1 << shareBits
+)
+
+// epochShift makes an epoch of the clock's nanoseconds: 2^30 ns, about a
+// second. A client is active while a query of its reached the pool in this
+// epoch or the previous one: long enough to count a client asking every
+// few hundred milliseconds between its queries, short enough that a client
+// that went quiet stops costing the others a reserve within two seconds.
+const epochShift = 30
+
+// reservePerRival is how many slots a client over its share leaves free
+// for each other active client: one for a query of theirs in flight and
+// one for the next to arrive.
+const reservePerRival = 2
+
+// clientShare is one client's counters (or those of the clients that share
+// its bucket).
+type clientShare struct {
+	held    atomic.Int32 // slots its queries hold
+	waiting atomic.Int32 // its queries in a blocking slot wait
+	epoch   atomic.Int64 // the last epoch it was counted active in
+}
+
+// shares is the pool's table of clients and what the fairness rule reads.
+type shares struct {
+	k0, k1 uint64 // the hash's keys: random per pool, never shown
+
+	waiting atomic.Int32 // queries in a blocking slot wait, every client's
+	lone    atomic.Int32 // of them, those that began waiting with no other client active: the ones a kick is for
+
+	// active counts the clients active per epoch, by the epoch's parity:
+	// the epoch's low 32 bits, then the count in the low 32 bits of the
+	// word, so that a new epoch's first client resets the count with
+	// the same compare-and-swap that counts it.
+	active [2]atomic.Uint64
+
+	// kick is closed, and replaced, when a client below its share starts
+	// to wait while lone waiters are queued: they wake and weigh their
+	// share again. Always non-nil.
+	kick atomic.Pointer[chan struct{}]
+
+	table [shareBuckets]clientShare
+}
+
+func newShares() *shares {
+	s := &shares{k0: rand.Uint64(), k1: rand.Uint64()}
+	ch := make(chan struct{})
+	s.kick.Store(&ch)
+	return s
+}
+
+// client returns a's counters. (Exchange asks for none for a query of
+// nxdnsd's own, a cache refresh without a client address: it is no
+// client, makes no other client share, and is never refused.)
+//
+// The hash is multiplicative, of the address's two halves under the
+// pool's random keys: the product's top bits, the index, depend on every
+// bit of the address. It costs a few nanoseconds on every query, where
+// hash/maphash cost several times as much here; it needs only to spread
+// addresses and be unknown to clients, not to resist analysis: the table
+// is an approximation either way.
+func (s *shares) client(a netip.Addr) *clientShare {
+	b := a.As16()
+	hi := binary.BigEndian.Uint64(b[:8]) ^ s.k0
+	lo := binary.BigEndian.Uint64(b[8:]) ^ s.k1
+	h := (hi*0x9e3779b97f4a7c15 ^ lo) * 0xbf58476d1ce4e5b9
+	return &s.table[h>>(64-shareBits)]
+}
+
+func epochOf(t time.Time) int64 { return t.UnixNano() >> epochShift }
+
+// arrive counts c active in now's epoch. It writes only at c's first query
+// of an epoch.
+func (s *shares) arrive(c *clientShare, now time.Time) {
+	e := epochOf(now)
+	old := c.epoch.Load()
+	if old >= e || !c.epoch.CompareAndSwap(old, e) {
+		return // counted already (or by a query of its racing this one)
+	}
+	a := &s.active[e&1]
+	tag := uint64(uint32(e)) << 32
+	for {
+		v := a.Load()
+		n := tag | 1
+		if v&^0xffffffff == tag {
+			n = v + 1
+		}
+		if a.CompareAndSwap(v, n) {
+			return
+		}
+	}
+}
+
+// clients returns how many clients are active at now: at least 1.
+func (s *shares) clients(now time.Time) int {
+	e := epochOf(now)
+	return max(1, s.count(e), s.count(e-1))
+}
+
+func (s *shares) count(e int64) int {
+	v := s.active[e&1].Load()
+	if v>>32 != uint64(uint32(e)) {
+		return 0
+	}
+	return int(uint32(v))
+}
+
+// wake closes the kick channel, waking every query that waits for a slot,
+// and puts a new one in its place.
+func (s *shares) wake() {
+	ch := make(chan struct{})
+	close(*s.kick.Swap(&ch))
+}
+
+// standing is where a client stands against its share at one instant.
+type standing struct {
+	held    int  // slots its queries hold
+	waiting int  // its queries waiting for one
+	share   int  // the healthy upstreams' slots divided by the active clients, at least 1
+	rivals  bool // another client's query is waiting for a slot
+	free    int  // free slots of the healthy upstreams
+	reserve int  // how many of them a client at its share or over must leave to the others
+}
+
+// standing weighs c's share among n active clients (n > 1) against the
+// pool's healthy upstreams.
+func (p *Pool) standing(c *clientShare, n int) standing {
+	var slots, taken int
+	for _, u := range p.upstreams {
+		if u.eligibility() == Healthy {
+			slots += cap(u.slots)
+			taken += len(u.slots)
+		}
+	}
+	share := max(1, slots/n)
+	waiting := int(c.waiting.Load())
+	return standing{
+		held:    int(c.held.Load()),
+		waiting: waiting,
+		share:   share,
+		rivals:  int(p.shares.waiting.Load()) > waiting,
+		free:    slots - taken,
+		reserve: min(reservePerRival*(n-1), max(1, slots/8), slots-share),
+	}
+}
