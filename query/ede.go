@@ -12,6 +12,7 @@ import (
 // Extended DNS Error codes nxdnsd sets on the answers it makes itself
 // (RFC 8914 section 4; spec section 3).
 const (
+	edeOther                = dns.ExtendedErrorCodeOther                // 0: a client past its share of the upstream slots
 	edeStaleAnswer          = dns.ExtendedErrorCodeStaleAnswer          // 3: a stale answer (RFC 8767)
 	edeCachedError          = dns.ExtendedErrorCodeCachedError          // 13: a remembered failure (RFC 9520)
 	edeProhibited           = dns.ExtendedErrorCodeProhibited           // 18: the client is outside server.allow
@@ -20,6 +21,10 @@ const (
 	edeNoReachableAuthority = dns.ExtendedErrorCodeNoReachableAuthority // 22: every upstream failed, or the budget ran out
 	edeNetworkError         = dns.ExtendedErrorCodeNetworkError         // 23: the failure was local
 )
+
+// edeShareText is the EXTRA-TEXT of the REFUSED a client gets past its
+// share of the upstream slots while others wait (actors.ErrShareRefused).
+const edeShareText = "this client holds its share of the upstream slots while others wait"
 
 // withEDE adds an Extended DNS Error with code and text (EXTRA-TEXT, "" for
 // none) to m's OPT record, and returns m. A client that sent no EDNS gets

@@ -46,8 +46,9 @@ func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *En
 			// client, not on the name (nothing remembered) nor on an
 			// upstream. REFUSED, as past its share of the listener's
 			// permits: a stub tries its next server, and no resolver in
-			// front caches it as the name's failure.
-			return r.reply(dns.RcodeRefused), nil, 0
+			// front caches it as the name's failure. EDE 0 (Other: RFC 8914
+			// has no code for it) says why.
+			return withEDE(r.reply(dns.RcodeRefused), edeOther, edeShareText), nil, 0
 		}
 		if k != nil {
 			h.remember(ctx, *k, res.Err, e.Time)

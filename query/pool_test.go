@@ -271,8 +271,14 @@ func TestShareRefusalIsRefusedAndNotRemembered(t *testing.T) {
 			t.Errorf("query %d: source %q pool error %v, want pool and the share refusal", i, e.Source, e.PoolErr)
 		}
 	}
-	if pool.Calls() != 2 {
-		t.Errorf("the pool saw %d queries, want 2: nothing remembered", pool.Calls())
+	// With EDNS the refusal says why (spec 3: every answer nxdnsd makes
+	// itself carries an EDE).
+	m, _ := exchange(t, h, withEDNS(newQuery("busy.example.", dns.TypeA), 1232, false), ProtoUDP)
+	if es := ede(m); m.Rcode != dns.RcodeRefused || len(es) != 1 || es[0].InfoCode != dns.ExtendedErrorCodeOther || es[0].ExtraText != edeShareText {
+		t.Errorf("with EDNS: %s, EDE %v; want REFUSED with EDE 0 %q", dns.RcodeToString[m.Rcode], es, edeShareText)
+	}
+	if pool.Calls() != 3 {
+		t.Errorf("the pool saw %d queries, want 3: nothing remembered", pool.Calls())
 	}
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
