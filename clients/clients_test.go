@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdnsd/nxdnsd/config"
 )
 
 var t0 = time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
@@ -308,5 +310,20 @@ func TestNameAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { d.Name(a); d.Names(a, buf[:0]) }); n != 0 {
 			t.Errorf("Name(%s) allocates %v times", a, n)
 		}
+	}
+}
+
+func TestFromConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte("[clients]\nreverse_lookup = false\nhosts_files = [\"/etc/hosts\"]\n" +
+		"[[clients.static]]\nname = \"tablet\"\naddresses = [\"192.168.1.50\"]\n" +
+		"[[upstreams]]\naddress = \"udp://9.9.9.9:53\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := FromConfig(cfg.Clients)
+	if c.ReverseLookup || !slices.Equal(c.HostsFiles, []string{"/etc/hosts"}) || len(c.Static) != 1 ||
+		c.Static[0].Name != "tablet" || !slices.Equal(c.Static[0].Addrs, []netip.Addr{addr("192.168.1.50")}) {
+		t.Errorf("FromConfig = %+v", c)
 	}
 }
