@@ -1,12 +1,14 @@
 package clients
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -325,5 +327,38 @@ func TestFromConfig(t *testing.T) {
 	if c.ReverseLookup || !slices.Equal(c.HostsFiles, []string{"/etc/hosts"}) || len(c.Static) != 1 ||
 		c.Static[0].Name != "tablet" || !slices.Equal(c.Static[0].Addrs, []netip.Addr{addr("192.168.1.50")}) {
 		t.Errorf("FromConfig = %+v", c)
+	}
+}
+
+func TestPTRHelpers(t *testing.T) {
+	t.Parallel()
+	for a, want := range map[string]string{
+		"192.168.1.20":        "20.1.168.192.in-addr.arpa.",
+		"::ffff:192.168.1.20": "20.1.168.192.in-addr.arpa.",
+		"fd00::1":             "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.",
+	} {
+		if got := ReverseName(addr(a)); got != want {
+			t.Errorf("ReverseName(%s) = %q", a, got)
+		}
+	}
+	q := PTRQuery(addr("192.168.1.20"))
+	ans := new(dns.Msg)
+	ans.SetReply(q)
+	if _, err := PTRName(ans); !errors.Is(err, ErrNoPTR) {
+		t.Errorf("empty answer: %v", err)
+	}
+	rr, _ := dns.NewRR("20.1.168.192.in-addr.arpa. 60 IN PTR tablet.lan.")
+	other, _ := dns.NewRR("21.1.168.192.in-addr.arpa. 60 IN PTR other.lan.")
+	ans.Answer = []dns.RR{other, rr}
+	if got, err := PTRName(ans); got != "tablet.lan." || err != nil {
+		t.Errorf("PTRName = %q, %v", got, err)
+	}
+	ans.Rcode = dns.RcodeNameError
+	if _, err := PTRName(ans); !errors.Is(err, ErrNoPTR) {
+		t.Errorf("NXDOMAIN: %v", err)
+	}
+	ans.Rcode = dns.RcodeServerFailure
+	if _, err := PTRName(ans); err == nil || errors.Is(err, ErrNoPTR) {
+		t.Errorf("SERVFAIL: %v", err)
 	}
 }
