@@ -184,8 +184,8 @@ func (d *Directory) Reload(cfg Config) {
 // zone is ignored. It allocates nothing.
 func (d *Directory) Name(addr netip.Addr) string {
 	addr = canonicalAddr(addr)
-	if ns := d.tab.Load().names[addr]; len(ns) > 0 {
-		return ns[0]
+	if n, ok := d.tab.Load().name.get(addr); ok {
+		return n
 	}
 	return d.ptrName(addr)
 }
@@ -198,7 +198,7 @@ func (d *Directory) Name(addr netip.Addr) string {
 // waits; with a dst of enough capacity it allocates nothing.
 func (d *Directory) Names(addr netip.Addr, dst []string) []string {
 	addr = canonicalAddr(addr)
-	ns := d.tab.Load().names[addr]
+	ns, _ := d.tab.Load().names.get(addr)
 	dst = append(dst, ns...)
 	if len(ns) > 0 && !d.reverse.Load() {
 		return dst
@@ -230,11 +230,12 @@ func (d *Directory) Addresses(name string) []netip.Addr {
 	if !d.reverse.Load() {
 		return out
 	}
-	for a, e := range d.ptr.Load().m {
+	d.ptr.Load().m.all(func(a netip.Addr, e ptrEntry) bool {
 		if e.name != "" && !contains(out, a) && ptrNameIs(e.name, name) {
 			out = append(out, a)
 		}
-	}
+		return true
+	})
 	return out
 }
 
@@ -266,12 +267,13 @@ type Stats struct {
 
 // Stats returns the Directory's counters.
 func (d *Directory) Stats() Stats {
-	s := Stats{BadLines: d.badLines.Load(), PTRLookups: d.lookups.Load(), Named: len(d.tab.Load().names)}
-	for _, e := range d.ptr.Load().m {
+	s := Stats{BadLines: d.badLines.Load(), PTRLookups: d.lookups.Load(), Named: d.tab.Load().names.len()}
+	d.ptr.Load().m.all(func(_ netip.Addr, e ptrEntry) bool {
 		if e.name != "" {
 			s.PTRNames++
 		}
-	}
+		return true
+	})
 	return s
 }
 

@@ -282,7 +282,7 @@ func TestPTRExpiry(t *testing.T) {
 	d.sweep(clk.Now())
 	clk.Add(61 * time.Minute)
 	d.sweep(clk.Now())
-	if _, ok := d.ptr.Load().m[a]; ok {
+	if _, ok := d.ptr.Load().m.get(a); ok {
 		t.Error("an answer not asked for two hours is kept")
 	}
 }
@@ -360,5 +360,22 @@ func TestPTRHelpers(t *testing.T) {
 	ans.Rcode = dns.RcodeServerFailure
 	if _, err := PTRName(ans); err == nil || errors.Is(err, ErrNoPTR) {
 		t.Errorf("SERVFAIL: %v", err)
+	}
+}
+
+// An address is named whatever its form: IPv4-mapped, with a zone.
+func TestAddressForms(t *testing.T) {
+	t.Parallel()
+	hosts := tempFile(t, "hosts", "fe80::1%eth0 router\n::ffff:192.168.1.7 printer\nfd00::7 nas\n")
+	d := New(Config{HostsFiles: []string{hosts}, PollInterval: time.Hour}, nil, nil)
+	defer d.Close()
+	for a, want := range map[string]string{"fe80::1": "router", "fe80::1%wlan0": "router", "192.168.1.7": "printer",
+		"::ffff:192.168.1.7": "printer", "fd00::7": "nas", "fd00::8": ""} {
+		if got := d.Name(addr(a)); got != want {
+			t.Errorf("Name(%s) = %q, want %q", a, got, want)
+		}
+	}
+	if got := d.Addresses("printer"); !slices.Equal(got, []netip.Addr{addr("192.168.1.7")}) {
+		t.Errorf("Addresses(printer) = %v", got)
 	}
 }

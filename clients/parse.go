@@ -146,5 +146,15 @@ func validName(s string) bool {
 // canonicalAddr is a as clients are looked up: IPv4-mapped addresses as
 // IPv4, without a zone.
 func canonicalAddr(a netip.Addr) netip.Addr {
-	return a.Unmap().WithZone("")
+	// Is4 and Is4In6 inline; WithZone does not, and its call costs Name
+	// more than its map lookup: it is made only for a zone.
+	switch {
+	case a.Is4():
+		return a
+	case a.Is4In6():
+		return a.Unmap()
+	case a.Zone() != "":
+		return a.WithZone("")
+	}
+	return a
 }

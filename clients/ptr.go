@@ -3,7 +3,6 @@ package clients
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -31,7 +30,7 @@ const (
 
 // ptrTable is the PTR answers, immutable once published.
 type ptrTable struct {
-	m map[netip.Addr]ptrEntry
+	m addrMap[ptrEntry]
 }
 
 // ptrEntry is one address's PTR answer.
@@ -53,7 +52,7 @@ func (d *Directory) ptrName(addr netip.Addr) string {
 	if !d.reverse.Load() {
 		return ""
 	}
-	e, ok := d.ptr.Load().m[addr]
+	e, ok := d.ptr.Load().m.get(addr)
 	if ok && !e.stale {
 		return e.name
 	}
@@ -66,13 +65,18 @@ func (d *Directory) ptrName(addr netip.Addr) string {
 // slot is addr's place in d.pending and the value marking it there,
 // never 0.
 func (d *Directory) slot(addr netip.Addr) (*atomicSlot, uint64) {
-	b := addr.As16()
-	var h uint64 = 14695981039346656037 // FNV-1a
-	for _, c := range b {
-		h = (h ^ uint64(c)) * 1099511628211
+	var h uint64
+	if addr.Is4() {
+		h = uint64(v4key(addr)) * 0x9E3779B97F4A7C15 // Fibonacci hashing
+	} else {
+		b := addr.As16()
+		h = 14695981039346656037 // FNV-1a
+		for _, c := range b {
+			h = (h ^ uint64(c)) * 1099511628211
+		}
 	}
 	h |= 1
-	return &d.pending[h%pendingSlots], h
+	return &d.pending[(h>>32)%pendingSlots], h
 }
 
 // request asks the resolver for addr's PTR name without waiting: a
@@ -167,19 +171,19 @@ func (d *Directory) store(r ptrResult, now time.Time) {
 		e.name = ""
 	case r.err != nil && !errors.Is(r.err, ErrNoPTR):
 		d.log.Debug("clients: PTR lookup failed", zap.Stringer("addr", r.addr), zap.Error(r.err))
-		e = ptrEntry{name: old[r.addr].name, expires: now.Add(errorRetry)}
+		prev, _ := old.get(r.addr)
+		e = ptrEntry{name: prev.name, expires: now.Add(errorRetry)}
 	case r.err != nil:
 		e.name = ""
 	}
-	m := make(map[netip.Addr]ptrEntry, len(old)+1)
-	maps.Copy(m, old)
-	if _, known := m[r.addr]; !known && len(m) >= MaxPTRNames {
-		for a := range m { // an arbitrary one, as map order goes
-			delete(m, a)
-			break
-		}
+	m := old.clone(1)
+	if _, known := m.get(r.addr); !known && m.len() >= MaxPTRNames {
+		m.all(func(a netip.Addr, _ ptrEntry) bool { // an arbitrary one, as map order goes
+			m.delete(a)
+			return false
+		})
 	}
-	m[r.addr] = e
+	m.set(r.addr, e)
 	d.ptr.Store(&ptrTable{m: m})
 }
 
@@ -190,22 +194,26 @@ func (d *Directory) sweep(now time.Time) bool {
 	d.ptrMu.Lock()
 	defer d.ptrMu.Unlock()
 	old := d.ptr.Load().m
-	var m map[netip.Addr]ptrEntry
-	for a, e := range old {
+	var (
+		m       addrMap[ptrEntry]
+		changed bool
+	)
+	old.all(func(a netip.Addr, e ptrEntry) bool {
 		if now.Before(e.expires) || e.stale && now.Before(e.expires.Add(d.opts.PTRTTL)) {
-			continue
+			return true
 		}
-		if m == nil {
-			m = maps.Clone(old)
+		if !changed {
+			m, changed = old.clone(0), true
 		}
 		if e.name == "" || e.stale {
-			delete(m, a)
+			m.delete(a)
 		} else {
 			e.stale = true
-			m[a] = e
+			m.set(a, e)
 		}
-	}
-	if m == nil {
+		return true
+	})
+	if !changed {
 		return false
 	}
 	d.ptr.Store(&ptrTable{m: m})
@@ -218,13 +226,14 @@ func (d *Directory) forgetPTR(on bool) {
 	d.ptrMu.Lock()
 	defer d.ptrMu.Unlock()
 	old := d.ptr.Load().m
-	m := make(map[netip.Addr]ptrEntry, len(old))
+	m := newAddrMap[ptrEntry](0)
 	if on {
-		for a, e := range old {
+		old.all(func(a netip.Addr, e ptrEntry) bool {
 			if e.name != "" {
-				m[a] = e
+				m.set(a, e)
 			}
-		}
+			return true
+		})
 	}
 	d.ptr.Store(&ptrTable{m: m})
 }
