@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdnsd/nxdnsd/wire"
 )
 
 // LookupFunc asks for the PTR name of a private address: through the
@@ -58,4 +60,40 @@ func PTRName(m *dns.Msg) (string, error) {
 		}
 	}
 	return "", ErrNoPTR
+}
+
+// ZoneLookup is the LookupFunc of spec section 15 over the query path's
+// forward zones: zone returns the exchanger of the forward zone that
+// covers a reverse name (the longest match, as the query path picks it),
+// or nil when none does, and then nothing is asked (ErrNoPTR): a private
+// address's PTR query never goes to the pool. The exchange is bounded by
+// the lookup's context (LookupTimeout) and the zone's own read timeout.
+func ZoneLookup(zone func(reverseName string) wire.Exchanger) LookupFunc {
+	return func(ctx context.Context, addr netip.Addr) (string, error) {
+		name := ReverseName(addr)
+		if name == "" {
+			return "", ErrNoPTR
+		}
+		ex := zone(name)
+		if ex == nil {
+			return "", ErrNoPTR
+		}
+		q, err := wire.NewQuery(PTRQuery(addr))
+		if err != nil {
+			return "", err
+		}
+		expiry, _ := ctx.Deadline()
+		a, err := ex.Exchange(ctx, q, expiry)
+		if err != nil {
+			return "", fmt.Errorf("PTR lookup of %s: %w", name, err)
+		}
+		m := a.Msg
+		if m == nil {
+			m = new(dns.Msg)
+			if err := m.Unpack(a.Raw); err != nil {
+				return "", fmt.Errorf("PTR lookup of %s: parsing the answer: %w", name, err)
+			}
+		}
+		return PTRName(m)
+	}
 }
