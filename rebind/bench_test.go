@@ -42,3 +42,14 @@ func BenchmarkPrivateReverseZone(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrivateReverseZoneOther is the common case at step 6 of the
+// resolution order: a name that is no reverse name at all.
+func BenchmarkPrivateReverseZoneOther(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := PrivateReverseZone("www.example.com."); ok {
+			b.Fatal("a zone")
+		}
+	}
+}
