@@ -27,6 +27,7 @@ type Config struct {
 	QueryLog     QueryLog       `toml:"query_log"`
 	Admin        Admin          `toml:"admin"`
 	Log          Log            `toml:"log"`
+	Clients      Clients        `toml:"clients"` // spec section 15; clients.go
 
 	// UpstreamsFromDefault is set by Load and Parse, read from no key, when
 	// the file has no [[upstreams]] at all: Upstreams are then the embedded
@@ -45,6 +46,12 @@ type Server struct {
 	// AllowPrefixes is Allow parsed by validation (Load, Parse, Validate),
 	// read from no key.
 	AllowPrefixes []netip.Prefix `toml:"-"`
+
+	RebindProtection bool     `toml:"rebind_protection"` // strip private addresses from the pool's answers for public names
+	RebindAllow      []string `toml:"rebind_allow"`      // names (and the names below them) exempt, e.g. "plex.direct."
+	// RebindAllowNames is RebindAllow as validation made it (Load, Parse,
+	// Validate): lower-case, fully qualified; read from no key.
+	RebindAllowNames []string `toml:"-"`
 }
 
 // UpstreamPolicy is the [upstream] table: the pool's budget and health policy.

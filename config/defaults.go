@@ -62,6 +62,7 @@ func Default() Config {
 			MaxConcurrentQueries: 4096,
 			Allow:                DefaultAllow(),
 			AllowPrefixes:        defaultAllowPrefixes(),
+			RebindProtection:     true,
 		},
 		Upstream: UpstreamPolicy{
 			AttemptTimeoutMS: 2500,
@@ -90,6 +91,7 @@ func Default() Config {
 		QueryLog: QueryLog{Path: "", Attempts: false},
 		Admin:    Admin{Listen: "127.0.0.1:8053", RecentQueries: DefaultRecentQueries},
 		Log:      Log{Level: "info"},
+		Clients:  defaultClients(),
 	}
 }
 

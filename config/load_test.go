@@ -39,12 +39,20 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Server](), reflect.TypeFor[UpstreamPolicy](), reflect.TypeFor[Upstream](),
 		reflect.TypeFor[ForwardZone](), reflect.TypeFor[LocalRecord](), reflect.TypeFor[QueryLog](),
-		reflect.TypeFor[Admin](), reflect.TypeFor[Log](),
+		reflect.TypeFor[Admin](), reflect.TypeFor[Log](), reflect.TypeFor[Clients](), reflect.TypeFor[StaticClient](),
 	} {
 		for f := range typ.Fields() {
 			key := f.Tag.Get("toml")
 			if key == "-" {
 				continue // a parsed value, not a key
+			}
+			if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
+				// A nested array of tables, shown as its [[TABLE.KEY]]
+				// section; its keys are checked by their own type.
+				if !strings.Contains(src, "."+key+"]]") {
+					t.Errorf("default.toml does not show %s's [[….%s]]", typ.Name(), key)
+				}
+				continue
 			}
 			if !strings.Contains(src, "\n"+key+" = ") && !strings.Contains(src, "\n# "+key+" = ") {
 				t.Errorf("default.toml does not show %s key %q", typ.Name(), key)
@@ -91,6 +99,8 @@ tcp_idle_timeout_ms = 3000
 max_tcp_connections = 10
 max_concurrent_queries = 20
 allow = ["192.0.2.0/24", "2001:db8::7/128"]
+rebind_protection = false
+rebind_allow = ["Plex.Direct"]
 [upstream]
 attempt_timeout_ms = 100
 total_timeout_ms = 100
@@ -139,9 +149,17 @@ listen = ""
 recent_queries = 50
 [log]
 level = "error"
+[clients]
+hosts_files = ["/etc/hosts"]
+leases_files = ["/var/lib/misc/dnsmasq.leases"]
+reverse_lookup = false
+[[clients.static]]
+name = "tablet"
+addresses = ["192.0.2.50", "2001:db8::50"]
 `)
 	want := Config{
-		Server:   Server{Listen: []string{"0.0.0.0:53", "[::]:53"}, TCPIdleTimeoutMS: 3000, MaxTCPConnections: 10, MaxConcurrentQueries: 20, Allow: []string{"192.0.2.0/24", "2001:db8::7/128"}},
+		Server: Server{Listen: []string{"0.0.0.0:53", "[::]:53"}, TCPIdleTimeoutMS: 3000, MaxTCPConnections: 10, MaxConcurrentQueries: 20, Allow: []string{"192.0.2.0/24", "2001:db8::7/128"},
+			RebindAllow: []string{"Plex.Direct"}},
 		Upstream: UpstreamPolicy{AttemptTimeoutMS: 100, TotalTimeoutMS: 100, ReadTimeoutMS: 50, FailureThreshold: 1, BackoffMS: 10, BackoffMaxMS: 10, ProbeTimeoutMS: 20},
 		Upstreams: []Upstream{
 			{Name: "primary", Address: "tls://dns.example:853", IP: "192.0.2.53", Slots: 1, CAFile: ca, Enabled: ptr(false)},
@@ -153,6 +171,8 @@ level = "error"
 		QueryLog:     QueryLog{Path: "/var/log/nxdnsd.jsonl", Attempts: true},
 		Admin:        Admin{Listen: "", RecentQueries: 50},
 		Log:          Log{Level: "error"},
+		Clients: Clients{HostsFiles: []string{"/etc/hosts"}, LeasesFiles: []string{"/var/lib/misc/dnsmasq.leases"},
+			Static: []StaticClient{{Name: "tablet", Addresses: []string{"192.0.2.50", "2001:db8::50"}}}},
 	}
 	if !reflect.DeepEqual(withoutParsed(*got), want) {
 		t.Errorf("got\n%+v\nwant\n%+v", *got, want)

@@ -132,7 +132,11 @@ func withoutParsed(c Config) Config {
 		u := &c.Upstreams[i]
 		u.Addr, u.DialIP, u.RootCAs = wire.Address{}, netip.Addr{}, nil
 	}
-	c.Server.AllowPrefixes = nil
+	c.Server.AllowPrefixes, c.Server.RebindAllowNames = nil, nil
+	c.Clients.Static = slices.Clone(c.Clients.Static)
+	for i := range c.Clients.Static {
+		c.Clients.Static[i].Addrs = nil
+	}
 	return c
 }
 

@@ -45,6 +45,7 @@ func (c *Config) check() Problems {
 	var ck checker
 	listens := ck.server(c.Server)
 	c.Server.AllowPrefixes = ck.allow(c.Server.Allow)
+	ck.rebind(&c.Server)
 	ck.policy(c.Upstream)
 	ck.upstreams(c.Upstreams)
 	ck.bootstrap(&c.Upstream, c.Server.Listen, hostAddrs)
@@ -62,6 +63,7 @@ func (c *Config) check() Problems {
 	}
 	ck.inRange("admin.recent_queries", c.Admin.RecentQueries, 0, MaxRecentQueries)
 	ck.adminHosts(c.Admin.Hosts)
+	ck.clients(&c.Clients)
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":
 	default:

@@ -28,7 +28,9 @@ func (c *Config) Warnings() Problems {
 			warn("cache.path", msg)
 		}
 	}
-	return append(ws, c.bootstrapWarnings()...)
+	ws = append(ws, c.bootstrapWarnings()...)
+	ws = append(ws, c.rebindWarnings()...)
+	return append(ws, c.Clients.fileWarnings()...)
 }
 
 // cacheDirProblem says why the cache could not be saved in the directory

@@ -1,0 +1,7 @@
+//go:build race
+
+package clients
+
+// raceEnabled: the race detector allocates on its own account, so
+// allocation counts are not asserted under it.
+const raceEnabled = true

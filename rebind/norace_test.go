@@ -1,0 +1,5 @@
+//go:build !race
+
+package rebind
+
+const raceEnabled = false
