@@ -153,6 +153,7 @@ level = "error"
 		QueryLog:     QueryLog{Path: "/var/log/nxdnsd.jsonl", Attempts: true},
 		Admin:        Admin{Listen: "", RecentQueries: 50},
 		Log:          Log{Level: "error"},
+		Blocking:     defaultBlocking(), // its keys: TestBlockingKeysKeepValues
 	}
 	if !reflect.DeepEqual(withoutParsed(*got), want) {
 		t.Errorf("got\n%+v\nwant\n%+v", *got, want)
