@@ -165,6 +165,7 @@ func (m *Manager) Close() {
 	}
 	cancel()
 	<-done
+	m.client.CloseIdleConnections()
 }
 
 // Reload applies a new [blocking] table (SIGHUP): lists whose source or
