@@ -205,10 +205,8 @@ func (m *Manager) Check(name string, client netip.Addr) (CheckResult, error) {
 			return res, nil
 		}
 	}
-	var ls labels
-	ls.split(wire)
 	g, lists := s.groupsOf(client, nil)
-	d := s.decide(&ls, wire, &lists)
+	d, _ := s.decideWire(wire, &lists) // WireName makes only well-formed names
 	d.groups = g
 	res.Groups = d.GroupNames()
 	if res.Paused {

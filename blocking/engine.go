@@ -105,12 +105,13 @@ type Decision struct {
 	// the query log's list field and the metrics' list label.
 	List string
 
-	groups uint64    // bit i: the snapshot's groups[i]
-	at     int       // label where the matching rule's name starts; regexpAt for a regexp
-	flags  uint8     // the matching key's flags
-	re     string    // a regexp's text
-	snap   *snapshot // the snapshot decided on, for GroupNames
-	target int       // DecideChain: the chain entry that matched, else -1
+	groups uint64     // bit i: the snapshot's groups[i]
+	at     int        // label where the matching rule's name starts; regexpAt for a regexp
+	flags  uint8      // the matching key's flags
+	re     string     // a regexp's text
+	snap   *snapshot  // the snapshot decided on, for GroupNames
+	target int        // DecideChain: the chain entry that matched, else -1
+	rules  *listRules // the list that decided, or nil
 }
 
 // Decide decides for a query of qname, a name in wire format
@@ -123,12 +124,11 @@ func (e *Engine) Decide(client netip.Addr, clientNames []string, qname []byte) D
 	if s == nil {
 		return Decision{}
 	}
-	var ls labels
-	if !ls.split(qname) {
+	g, lists := s.groupsOf(client, clientNames)
+	d, ok := s.decideWire(qname, &lists)
+	if !ok {
 		return Decision{}
 	}
-	g, lists := s.groupsOf(client, clientNames)
-	d := s.decide(&ls, qname, &lists)
 	d.groups = g
 	d.count()
 	return d
@@ -146,25 +146,49 @@ func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []by
 	if s == nil || !s.cname || len(chain) == 0 {
 		return Decision{}
 	}
-	var ls labels
-	if !ls.split(qname) {
+	g, lists := s.groupsOf(client, clientNames)
+	d, ok := s.decideWire(qname, &lists)
+	if !ok {
 		return Decision{}
 	}
-	g, lists := s.groupsOf(client, clientNames)
-	if d := s.decide(&ls, qname, &lists); d.Allowed || d.Blocked {
+	if d.Allowed || d.Blocked {
 		return Decision{Allowed: d.Allowed, List: d.List, groups: g, snap: s, at: d.at, flags: d.flags, re: d.re, target: -1}
 	}
 	for i, target := range chain {
-		if !ls.split(target) {
-			continue
-		}
-		if d := s.decide(&ls, target, &lists); d.Blocked {
+		if d, ok := s.decideWire(target, &lists); ok && d.Blocked {
 			d.groups, d.target = g, i
 			d.count()
 			return d
 		}
 	}
 	return Decision{groups: g, snap: s, target: -1}
+}
+
+// decideWire splits and hashes a wire name and decides; it reports false
+// for a malformed name.
+func (s *snapshot) decideWire(wire []byte, lists *listBits) (Decision, bool) {
+	var ls labels
+	var hashes [shortLabels]uint64
+	switch ls.split(wire, hashes[:]) {
+	case nil:
+		return s.decide(&ls, hashes[:ls.n], wire, lists), true
+	case errLong:
+		return s.decideLong(wire, lists)
+	}
+	return Decision{}, false
+}
+
+// decideLong is decideWire for a name of more than shortLabels labels,
+// with an array for all their hashes on its own stack frame.
+//
+//go:noinline
+func (s *snapshot) decideLong(wire []byte, lists *listBits) (Decision, bool) {
+	var ls labels
+	var hashes [maxLabels]uint64
+	if ls.split(wire, hashes[:]) != nil {
+		return Decision{}, false
+	}
+	return s.decide(&ls, hashes[:ls.n], wire, lists), true
 }
 
 // active is the snapshot in force, or nil when blocking is disabled or
@@ -199,14 +223,14 @@ func (s *snapshot) groupsOf(client netip.Addr, names []string) (uint64, listBits
 // decide looks ls up in the custom rules and the lists in lists: allow
 // over block, and among blocks the custom rules first, then the first
 // configured list.
-func (s *snapshot) decide(ls *labels, wire []byte, lists *listBits) Decision {
+func (s *snapshot) decide(ls *labels, hs []uint64, wire []byte, lists *listBits) Decision {
 	var dc decider
 	// The hashes first, for every list: they are cheap, and an allow
 	// found among them spares every regular expression.
-	done := dc.hashes(s.custom, ls)
+	done := dc.hashes(s.custom, hs)
 	for i := 0; !done && i < len(s.lists); i++ {
 		if lists.has(i) {
-			done = dc.hashes(s.lists[i], ls)
+			done = dc.hashes(s.lists[i], hs)
 		}
 	}
 	if !done {
@@ -240,7 +264,7 @@ type decider struct {
 
 // hashes looks ls up in lr's hashed rules. It reports true when an allow
 // rule matched: the decision is made.
-func (dc *decider) hashes(lr *listRules, ls *labels) bool {
+func (dc *decider) hashes(lr *listRules, hs []uint64) bool {
 	if lr.set == nil {
 		return false
 	}
@@ -248,7 +272,7 @@ func (dc *decider) hashes(lr *listRules, ls *labels) bool {
 	if !needBlock && !lr.set.hasAllow() {
 		return false
 	}
-	return dc.take(lr, lr.set.lookup(ls, needBlock), needBlock)
+	return dc.take(lr, lr.set.lookup(hs, needBlock), needBlock)
 }
 
 // textBufs hold a name's text for the regular expressions, which keep
@@ -286,7 +310,7 @@ func (dc *decider) take(lr *listRules, m match, needBlock bool) bool {
 
 // decision turns a list's match into a Decision.
 func (m match) decision(lr *listRules, allowed bool, s *snapshot) Decision {
-	d := Decision{Blocked: !allowed, Allowed: allowed, List: lr.name, snap: s, target: -1}
+	d := Decision{Blocked: !allowed, Allowed: allowed, List: lr.name, snap: s, target: -1, rules: lr}
 	d.at, d.flags = m.block, m.blockFlags
 	if allowed {
 		d.at, d.flags = m.allow, m.allowFlags
@@ -302,9 +326,7 @@ func (d Decision) count() {
 	if !d.Blocked {
 		return
 	}
-	if lr := d.snap.byName(d.List); lr != nil {
-		lr.blocked.Add(1)
-	}
+	d.rules.blocked.Add(1)
 }
 
 func (s *snapshot) byName(name string) *listRules {
@@ -350,7 +372,7 @@ func (d Decision) Rule(name []byte) string {
 		return d.re
 	}
 	var ls labels
-	if !ls.split(name) || d.at < 0 || d.at >= ls.n {
+	if ls.offsets(name) != nil || d.at < 0 || d.at >= ls.n {
 		return ""
 	}
 	text := string(ls.appendText(nil, name, d.at))

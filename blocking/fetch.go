@@ -77,7 +77,7 @@ func (m *Manager) fetch(ctx context.Context, l *list) {
 	hint := 0
 	oldRules := 0
 	if l.set != nil {
-		hint, oldRules = len(l.set.keys), l.set.rules
+		hint, oldRules = l.set.rules-len(l.set.regexps), l.set.rules
 	}
 	refused, hasRefused := l.refused, l.hasRefused
 	m.mu.Unlock()
@@ -109,7 +109,7 @@ func (m *Manager) fetch(ctx context.Context, l *list) {
 			if copyFile != nil {
 				copy = copyFile
 			}
-			s, sum, err = parse(body, l.cfg.Kind == "allow", hint, maxBytes, copy)
+			s, sum, err = parse(body, l.cfg.Kind == "allow", hint, maxBytes, copy, m.atPeak)
 		}
 		if copyFile != nil {
 			if cerr := copyFile.Close(); err == nil && cerr != nil {
@@ -224,8 +224,9 @@ func (m *Manager) get(ctx context.Context, url, etag, lastModified string) (body
 // parse reads a list body into a new set, streaming: each line is parsed
 // as it comes and dropped. It reads at most maxBytes (more is errTooLarge),
 // copies what it reads to copy when non-nil, and returns the body's
-// SHA-256.
-func parse(body io.Reader, allowList bool, hint int, maxBytes int64, copy io.Writer) (*set, [32]byte, error) {
+// SHA-256. atPeak, when not nil, is called when the most memory is live
+// (see Manager.atPeak).
+func parse(body io.Reader, allowList bool, hint int, maxBytes int64, copy io.Writer, atPeak func()) (*set, [32]byte, error) {
 	var sum [32]byte
 	limited := &io.LimitedReader{R: body, N: maxBytes + 1}
 	h := sha256.New()
@@ -234,6 +235,7 @@ func parse(body io.Reader, allowList bool, hint int, maxBytes int64, copy io.Wri
 		r = io.TeeReader(r, copy)
 	}
 	b := newBuilder(allowList, hint)
+	b.atPeak = atPeak
 	if err := readLines(r, b.line, func() { b.skipped++ }); err != nil {
 		return nil, sum, err
 	}
@@ -307,7 +309,7 @@ func (m *Manager) loadInitial(cfg config.Blocking, l *list) {
 		return
 	}
 	defer f.Close()
-	s, _, err := parse(f, l.cfg.Kind == "allow", 0, int64(cfg.MaxListMiB)<<20, nil)
+	s, _, err := parse(f, l.cfg.Kind == "allow", 0, int64(cfg.MaxListMiB)<<20, nil, nil)
 	if err != nil {
 		m.log.Warn("blocking list copy unreadable", zap.String("list", l.cfg.Name), zap.Error(err))
 		return

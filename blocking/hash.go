@@ -2,6 +2,7 @@ package blocking
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/bits"
 	"math/rand/v2"
 )
@@ -19,28 +20,38 @@ import (
 var seed = rand.Uint64() | 1
 
 const (
-	prime1 = 0x9e3779b185ebca87
-	prime2 = 0xc2b2ae3d27d4eb4f
+	prime1 = 0xa0761d6478bd642f // wyhash's secrets: odd, half their bits set
+	prime2 = 0xe7037ed1a0b428db
 )
 
+// mum multiplies to 128 bits and folds the halves: every bit of a and b
+// reaches most bits of the result, the top bits (which place a key)
+// included. One multiplication: cheaper than a finaliser per label.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
 // labelHash carries the hash h of a name's parent on through one more
-// label, lower-casing ASCII as it goes (names match case-insensitively).
-// It reads the label eight bytes at a time.
-func labelHash(h uint64, label []byte) uint64 {
-	h ^= uint64(len(label)) * prime2
-	for len(label) >= 8 {
-		w := lower8(binary.LittleEndian.Uint64(label))
-		h = bits.RotateLeft64(h^w*prime1, 31) * prime2
-		label = label[8:]
+// label, buf[start:start+n], lower-casing ASCII as it goes (names match
+// case-insensitively). It reads the label eight bytes at a time; a tail
+// is read with one load too when buf has eight bytes from it on.
+func labelHash(h uint64, buf []byte, start, n int) uint64 {
+	i, end := start, start+n
+	for ; end-i > 8; i += 8 {
+		h = mum(h^lower8(binary.LittleEndian.Uint64(buf[i:])), prime1)
 	}
-	if len(label) > 0 {
-		var w uint64
-		for i, c := range label {
-			w |= uint64(c) << (8 * i)
+	// The last one to eight bytes, with the label's length (so that
+	// "ab" and "ab\x00" differ) in the multiplier.
+	var w uint64
+	if r := end - i; len(buf)-i >= 8 {
+		w = binary.LittleEndian.Uint64(buf[i:]) & (1<<(8*r) - 1)
+	} else {
+		for j, c := range buf[i:end] {
+			w |= uint64(c) << (8 * j)
 		}
-		h = bits.RotateLeft64(h^lower8(w)*prime1, 31) * prime2
 	}
-	return fmix(h)
+	return mum(h^lower8(w), prime2^uint64(n)<<1)
 }
 
 // lower8 lower-cases the ASCII letters among eight bytes at once; other
@@ -57,17 +68,6 @@ func lower8(w uint64) uint64 {
 	return w | upper>>2              // 0x80 >> 2 is 0x20, 'a' - 'A'
 }
 
-// fmix is MurmurHash3's finaliser: every input bit reaches the top bits,
-// which pick the bucket.
-func fmix(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
-
 // nameHash hashes a name in presentation form without its final dot, as
 // rule.Parse gives it.
 func nameHash(name []byte) uint64 {
@@ -77,7 +77,7 @@ func nameHash(name []byte) uint64 {
 		for start >= 0 && name[start] != '.' {
 			start--
 		}
-		h = labelHash(h, name[start+1:end])
+		h = labelHash(h, name, start+1, end-start-1)
 		end = start
 	}
 	return h
@@ -86,43 +86,67 @@ func nameHash(name []byte) uint64 {
 // maxLabels is the most labels a name of 255 wire bytes has.
 const maxLabels = 127
 
+// shortLabels is the most labels of a name hashed on the query path's
+// own stack; the rare longer name is hashed in an array of maxLabels,
+// which would otherwise be zeroed for every query.
+const shortLabels = 16
+
 // labels is a query name split once: the offsets of its labels in the
 // wire name and the hash of the name from each label on.
 type labels struct {
-	n      int
-	off    [maxLabels]uint8  // off[i]: the length byte of label i in the wire name
-	hashes [maxLabels]uint64 // hashes[i]: the hash of labels i..n-1
+	n   int
+	off [maxLabels]uint8 // off[i]: the length byte of label i in the wire name
 }
 
 // split reads a wire-format name (uncompressed, as a question carries it)
-// and hashes every suffix. It reports false for a malformed name: a
-// pointer, a label over 63 bytes, no terminating root label, or more than
-// 255 bytes.
-func (ls *labels) split(wire []byte) bool {
+// and hashes every suffix into into, the caller's array (on its stack;
+// kept in labels it would go to the heap): into[i] is the hash of labels
+// i..n-1. It reports errMalformed for a malformed name (a
+// pointer, a label over 63 bytes, no terminating root label, or more
+// than 255 bytes) and errLong for a name of more labels than into holds.
+func (ls *labels) split(wire []byte, into []uint64) error {
+	if err := ls.offsets(wire); err != nil {
+		return err
+	}
+	if ls.n > len(into) {
+		return errLong
+	}
+	ls.hash(wire, into[:ls.n])
+	return nil
+}
+
+var (
+	errMalformed = errors.New("malformed name")
+	errLong      = errors.New("more labels than the stack array")
+)
+
+func (ls *labels) offsets(wire []byte) error {
 	ls.n = 0
 	i := 0
 	for {
 		if i >= len(wire) || i > 254 {
-			return false
+			return errMalformed
 		}
 		l := int(wire[i])
 		if l == 0 {
-			break
+			return nil
 		}
 		if l > 63 || i+1+l >= len(wire) || ls.n == maxLabels {
-			return false
+			return errMalformed
 		}
 		ls.off[ls.n] = uint8(i)
 		ls.n++
 		i += 1 + l
 	}
+}
+
+func (ls *labels) hash(wire []byte, into []uint64) {
 	h := seed
-	for j := ls.n - 1; j >= 0; j-- {
+	for j := len(into) - 1; j >= 0; j-- {
 		o := int(ls.off[j])
-		h = labelHash(h, wire[o+1:o+1+int(wire[o])])
-		ls.hashes[j] = h
+		h = labelHash(h, wire, o+1, int(wire[o]))
+		into[j] = h
 	}
-	return true
 }
 
 // appendText appends the name from label i on in presentation form,

@@ -62,6 +62,12 @@ type Manager struct {
 
 	reqs chan request // to the loop
 
+	// atPeak, when set (by a benchmark, before Start), is called on the
+	// loop while a fetch builds its new set, at the moment the most
+	// memory is live: the old set in force, the new table and the
+	// builder's scratch.
+	atPeak func()
+
 	mu      sync.Mutex // guards following
 	cfg     config.Blocking
 	lists   []*list // configured order, disabled ones included

@@ -9,31 +9,38 @@ import (
 )
 
 // A set is one list's rules, immutable once built: what a query is looked
-// up in. It is a sorted array of 64-bit keys, each a name's 60-bit hash
-// and four flags saying what the rules of that name match, plus a bucket
-// index on the hashes' top bits.
+// up in. It holds no names, only 64-bit keys, each a name's 60-bit hash
+// and four flags saying what the rules of that name match, in a table
+// that is at once a sorted array and a linear-probing hash table: the
+// keys in increasing order, each in the first free slot at or after its
+// home slot (the key's top bits scaled to the table), about one slot in
+// five left empty. A lookup goes to the home slot and reads on until a
+// key at or above the one it wants, or an empty slot: one cache line,
+// almost always (Robin Hood order in linear probing, built by a sort).
 //
 // Why this structure (measured, BENCHMARKS.md "Blocking: the rule set"):
 // a name and all its suffixes are hashed in one pass over the labels
-// (hash.go), and each suffix then costs one bucket read and a scan of
-// about three adjacent keys, one or two cache lines; 1M rules take 8 bytes
-// each plus about 2 for the index, where a set of strings (blocky's
-// length-bucketed strings, a map[string]) holds the names themselves, 20
-// to 30 bytes each, and a trie several pointers per label. The price is
-// that a name is not stored: a name whose hash equals a rule's by chance
-// would be blocked. With 1M rules and a five-label name that chance is
-// 5 * 2^20 / 2^60, about 5e-12 per query (a billion queries a day would
-// meet one in 500 years), and the seed is random per process, so no one
-// can aim for a collision. Two rules whose hashes collide merge; their
-// flags are or-ed.
+// (hash.go), and each suffix then costs one cache line; 1M rules take
+// about 10 bytes each, where a set of strings (blocky's length-bucketed
+// strings, a map[string]) holds the names themselves, 20 to 30 bytes
+// each plus their headers, and a trie several pointers per label. A
+// sorted array with a separate bucket index (the first version of this
+// file) costs as much memory and two cache misses a probe. The table is
+// built in place in the array the keys were collected in: a refresh holds
+// the old table and the new one, nothing else.
+//
+// The price of storing no name is that a name whose hash equals a rule's
+// by chance would be blocked. With 1M rules and a five-label name that
+// chance is 5 * 2^20 / 2^60, about 5e-12 per query (a billion queries a
+// day would meet one in 500 years), and the seed is random per process,
+// so no one can aim for a collision. Two rules whose hashes collide
+// merge; their flags are or-ed.
 type set struct {
-	keys  []uint64 // sorted; key>>flagBits is the hash, the low bits the flags
-	index []uint32 // index[b] is the first key of bucket b; len 2^bucketBits + 1
-	shift uint8    // 64 - bucketBits: a hash's bucket is key >> shift
+	slots []uint64 // the table; 0 is an empty slot (no key is 0: every key has a flag); ends in an empty slot
+	homes uint64   // the number of home slots: a key's home is key*homes >> 64
 
 	regexps  []regexpRule
-	flags    uint8 // every key's flags or-ed
-	anyAllow bool  // the set holds an allow rule, hashed or regexp
+	anyAllow bool // the set holds an allow rule, hashed or regexp
 
 	rules   int // rules in force: distinct names and regular expressions
 	skipped int // lines skipped: none of the formats, or past the regexp cap
@@ -63,11 +70,18 @@ type regexpRule struct {
 
 // find returns the flags of hash h, or 0.
 func (s *set) find(h uint64) uint8 {
-	b := h >> s.shift
-	lo, hi := s.index[b], s.index[b+1]
+	home, _ := bits.Mul64(h&^flagMask, s.homes)
+	return s.findFrom(h, home)
+}
+
+// findFrom is find from h's home slot.
+func (s *set) findFrom(h, home uint64) uint8 {
 	want := h >> flagBits
-	for _, k := range s.keys[lo:hi] {
-		if k>>flagBits == want {
+	for _, k := range s.slots[home:] {
+		switch {
+		case k == 0 || k>>flagBits > want:
+			return 0
+		case k>>flagBits == want:
 			return uint8(k & flagMask)
 		}
 	}
@@ -87,18 +101,39 @@ type match struct {
 // regexpAt marks a match made by a regular expression.
 const regexpAt = -2
 
-// lookup looks ls up: the name itself among the exact rules, every
+// lookup looks a name up by its suffixes' hashes hs: the name itself among the exact rules, every
 // suffix above it among the "below" rules. needBlock false skips what
 // could only find a block (the caller already has one): allow rules are
 // still looked for.
-func (s *set) lookup(ls *labels, needBlock bool) match {
+//
+// The home slots of up to eight suffixes are loaded first, one after the
+// other with nothing depending on them, so that their cache misses (a
+// table of 1M rules is far larger than the caches) overlap instead of
+// following one another; the keys are compared after.
+func (s *set) lookup(hs []uint64, needBlock bool) match {
 	m := match{block: -1, allow: -1}
-	if len(s.keys) > 0 {
-		for i := range ls.n {
-			f := s.find(ls.hashes[i])
+	if s.homes == 0 {
+		return m
+	}
+	const batch = 8
+	var homes [batch]uint64
+	var first [batch]uint64
+	for base := 0; base < len(hs); base += batch {
+		n := min(batch, len(hs)-base)
+		for j := range n {
+			homes[j], _ = bits.Mul64(hs[base+j]&^flagMask, s.homes)
+			first[j] = s.slots[homes[j]]
+		}
+		for j := range n {
+			h := hs[base+j]
+			if k := first[j]; k == 0 || k>>flagBits > h>>flagBits {
+				continue // the usual miss, settled by the slot already loaded
+			}
+			f := s.findFrom(h, homes[j])
 			if f == 0 {
 				continue
 			}
+			i := base + j
 			// The name itself matches the exact rules, a name above it
 			// the "below" ones; the flags kept are the key's, which say
 			// how the rule is written.
@@ -148,16 +183,25 @@ type builder struct {
 	skipped   int
 	badRegexp int // regexps that did not compile, counted in skipped
 	emit      func(rule.Rule)
+	atPeak    func() // or nil; see Manager.atPeak
 }
 
 // newBuilder starts a set. hint is the number of keys expected (the copy
-// in force's), so that a refresh of a list of the same size grows the key
-// array once instead of doubling it into garbage.
+// in force's): the keys are collected in an array big enough for the
+// table of that many, so that a refresh of a list of about the same size
+// allocates it once and builds the table in it.
 func newBuilder(allowList bool, hint int) *builder {
-	b := &builder{allowList: allowList, keys: make([]uint64, 0, hint+hint/16)}
+	b := &builder{allowList: allowList}
+	if hint > 0 {
+		b.keys = make([]uint64, 0, tableSize(hint))
+	}
 	b.emit = b.add
 	return b
 }
+
+// tableSize is the slots of a table for n keys: a quarter more, and a
+// few for the last keys' displacement and the final empty slot.
+func tableSize(n int) int { return n + n/4 + 64 }
 
 // line parses one line of the list into the set.
 func (b *builder) line(line []byte) {
@@ -203,56 +247,92 @@ func (b *builder) add(r rule.Rule) {
 // rules is the number of rules read so far, duplicates included.
 func (b *builder) rules() int { return len(b.keys) + len(b.regexps) }
 
-// finish sorts and merges the keys in place and indexes them. The
-// builder must not be used again.
+// finish sorts and merges the keys in place and spreads them into the
+// table, in the same array. The builder must not be used again.
 func (b *builder) finish() *set {
 	keys := b.keys
 	slices.Sort(keys)
 	// Merge the keys of one hash (duplicate lines, or a name with both
 	// an exact and a wildcard rule): sorted, they are adjacent.
-	out := keys[:0]
+	n := 0
 	var all uint8
 	for _, k := range keys {
-		if n := len(out); n > 0 && out[n-1]>>flagBits == k>>flagBits {
-			out[n-1] |= k & flagMask
+		if n > 0 && keys[n-1]>>flagBits == k>>flagBits {
+			keys[n-1] |= k & flagMask
 		} else {
-			out = append(out, k)
+			keys[n] = k
+			n++
 		}
 		all |= uint8(k & flagMask)
 	}
-	// Four keys or fewer per bucket on average, at least two: the index
-	// costs 2 to 4 bytes a key and a lookup scans one or two cache lines.
-	bucketBits := 0
-	if len(out) >= 4 {
-		bucketBits = bits.Len(uint(len(out))) - 2
+	if cap(keys) < n+n/8+2 {
+		// More keys than the hint said (or none was given): the table
+		// needs an array of its own, the one time two are held.
+		grown := make([]uint64, n, tableSize(n))
+		copy(grown, keys[:n])
+		keys = grown
 	}
-	index := make([]uint32, 1<<bucketBits+1)
-	shift := uint8(64 - bucketBits)
-	b2 := 0
-	for i, k := range out {
-		for bk := int(k >> shift); b2 <= bk && bucketBits > 0; b2++ {
-			index[b2] = uint32(i)
-		}
-	}
-	for ; b2 < len(index); b2++ {
-		index[b2] = uint32(len(out))
-	}
-	if bucketBits == 0 {
-		index[0] = 0
-	}
+	slots := keys[:cap(keys)]
+	clear(slots[n:])
 	s := &set{
-		keys:     out,
-		index:    index,
-		shift:    shift,
 		regexps:  slices.Clip(b.regexps),
-		flags:    all,
 		anyAllow: all&(allowExact|allowBelow) != 0 || slices.ContainsFunc(b.regexps, func(r regexpRule) bool { return r.allow }),
-		rules:    len(out) + len(b.regexps),
+		rules:    n + len(b.regexps),
 		skipped:  b.skipped,
 	}
 	b.keys, b.regexps = nil, nil
+	if n == 0 {
+		s.slots = []uint64{0}
+		return s
+	}
+	s.homes, s.slots = spread(slots, n, b.atPeak), slots
 	return s
 }
 
-// bytes is what the set holds in memory, near enough: its arrays.
-func (s *set) bytes() int { return 8*cap(s.keys) + 4*len(s.index) }
+// spread places the n sorted keys at the front of slots into their
+// table positions, in place, and returns the number of home slots. Key i
+// goes to pos(i) = max(home(i), pos(i-1)+1), so pos(i) - i, the empty
+// slots before it, only grows: a forward pass finds where it grows, and a
+// backward pass moves each key up to its place (into a slot no key still
+// to move occupies, since pos(i) >= i).
+func spread(slots []uint64, n int, atPeak func()) uint64 {
+	homes := uint64(len(slots) - len(slots)/64 - 2)
+	for {
+		steps, last := displacements(slots[:n], homes)
+		if last < len(slots)-1 { // the last slot stays empty: lookups stop there
+			if atPeak != nil {
+				atPeak()
+			}
+			j := len(steps) - 1
+			for i := n - 1; i >= 0; i-- {
+				for int(steps[j]>>32) > i {
+					j--
+				}
+				d := int(uint32(steps[j]))
+				k := slots[i]
+				slots[i] = 0 // left in place it would be harmless (the order holds) but lengthen the scans
+				slots[i+d] = k
+			}
+			return homes
+		}
+		homes -= homes/32 + 1 // the keys overflow the end: fewer homes, more room behind
+	}
+}
+
+// displacements returns where pos(i) - i grows, as i<<32 | (pos(i) - i),
+// and the last key's position.
+func displacements(keys []uint64, homes uint64) (steps []uint64, last int) {
+	d, pos := -1, -1
+	for i, k := range keys {
+		home, _ := bits.Mul64(k&^flagMask, homes)
+		pos = max(int(home), pos+1)
+		if pos-i > d {
+			d = pos - i
+			steps = append(steps, uint64(i)<<32|uint64(d))
+		}
+	}
+	return steps, pos
+}
+
+// bytes is what the set holds in memory, near enough: its table.
+func (s *set) bytes() int { return 8 * cap(s.slots) }
