@@ -206,7 +206,8 @@ func (m *Manager) Check(name string, client netip.Addr) (CheckResult, error) {
 		}
 	}
 	g, lists := s.groupsOf(client, nil)
-	d, _ := s.decideWire(wire, &lists) // WireName makes only well-formed names
+	var d Decision
+	s.decideWire(wire, &lists, &d) // WireName makes only well-formed names
 	d.groups = g
 	res.Groups = d.GroupNames()
 	if res.Paused {

@@ -105,13 +105,13 @@ type Decision struct {
 	// the query log's list field and the metrics' list label.
 	List string
 
-	groups uint64     // bit i: the snapshot's groups[i]
-	at     int        // label where the matching rule's name starts; regexpAt for a regexp
-	flags  uint8      // the matching key's flags
-	re     string     // a regexp's text
-	snap   *snapshot  // the snapshot decided on, for GroupNames
-	target int        // DecideChain: the chain entry that matched, else -1
-	rules  *listRules // the list that decided, or nil
+	groups uint64      // bit i: the snapshot's groups[i]
+	at     int         // label where the matching rule's name starts; regexpAt for a regexp
+	flags  uint8       // the matching key's flags
+	re     *regexpRule // the regexp that matched, or nil
+	snap   *snapshot   // the snapshot decided on, for GroupNames
+	target int         // DecideChain: the chain entry that matched, else -1
+	rules  *listRules  // the list that decided, or nil
 }
 
 // Decide decides for a query of qname, a name in wire format
@@ -125,8 +125,8 @@ func (e *Engine) Decide(client netip.Addr, clientNames []string, qname []byte) D
 		return Decision{}
 	}
 	g, lists := s.groupsOf(client, clientNames)
-	d, ok := s.decideWire(qname, &lists)
-	if !ok {
+	var d Decision
+	if !s.decideWire(qname, &lists, &d) {
 		return Decision{}
 	}
 	d.groups = g
@@ -147,15 +147,15 @@ func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []by
 		return Decision{}
 	}
 	g, lists := s.groupsOf(client, clientNames)
-	d, ok := s.decideWire(qname, &lists)
-	if !ok {
+	var d Decision
+	if !s.decideWire(qname, &lists, &d) {
 		return Decision{}
 	}
 	if d.Allowed || d.Blocked {
 		return Decision{Allowed: d.Allowed, List: d.List, groups: g, snap: s, at: d.at, flags: d.flags, re: d.re, target: -1}
 	}
 	for i, target := range chain {
-		if d, ok := s.decideWire(target, &lists); ok && d.Blocked {
+		if s.decideWire(target, &lists, &d) && d.Blocked {
 			d.groups, d.target = g, i
 			d.count()
 			return d
@@ -166,29 +166,31 @@ func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []by
 
 // decideWire splits and hashes a wire name and decides; it reports false
 // for a malformed name.
-func (s *snapshot) decideWire(wire []byte, lists *listBits) (Decision, bool) {
+func (s *snapshot) decideWire(wire []byte, lists *listBits, d *Decision) bool {
 	var ls labels
 	var hashes [shortLabels]uint64
 	switch ls.split(wire, hashes[:]) {
 	case nil:
-		return s.decide(&ls, hashes[:ls.n], wire, lists), true
+		s.decide(&ls, hashes[:ls.n], wire, lists, d)
+		return true
 	case errLong:
-		return s.decideLong(wire, lists)
+		return s.decideLong(wire, lists, d)
 	}
-	return Decision{}, false
+	return false
 }
 
 // decideLong is decideWire for a name of more than shortLabels labels,
 // with an array for all their hashes on its own stack frame.
 //
 //go:noinline
-func (s *snapshot) decideLong(wire []byte, lists *listBits) (Decision, bool) {
+func (s *snapshot) decideLong(wire []byte, lists *listBits, d *Decision) bool {
 	var ls labels
 	var hashes [maxLabels]uint64
 	if ls.split(wire, hashes[:]) != nil {
-		return Decision{}, false
+		return false
 	}
-	return s.decide(&ls, hashes[:ls.n], wire, lists), true
+	s.decide(&ls, hashes[:ls.n], wire, lists, d)
+	return true
 }
 
 // active is the snapshot in force, or nil when blocking is disabled or
@@ -223,7 +225,7 @@ func (s *snapshot) groupsOf(client netip.Addr, names []string) (uint64, listBits
 // decide looks ls up in the custom rules and the lists in lists: allow
 // over block, and among blocks the custom rules first, then the first
 // configured list.
-func (s *snapshot) decide(ls *labels, hs []uint64, wire []byte, lists *listBits) Decision {
+func (s *snapshot) decide(ls *labels, hs []uint64, wire []byte, lists *listBits, d *Decision) {
 	var dc decider
 	// The hashes first, for every list: they are cheap, and an allow
 	// found among them spares every regular expression.
@@ -247,11 +249,12 @@ func (s *snapshot) decide(ls *labels, hs []uint64, wire []byte, lists *listBits)
 	}
 	switch {
 	case dc.allow != nil:
-		return dc.allowMatch.decision(dc.allow, true, s)
+		dc.allowMatch.decision(dc.allow, true, s, d)
 	case dc.block != nil:
-		return dc.blockMatch.decision(dc.block, false, s)
+		dc.blockMatch.decision(dc.block, false, s, d)
+	default:
+		*d = Decision{snap: s, target: -1}
 	}
-	return Decision{snap: s, target: -1}
 }
 
 // decider is one decision in progress: the first block found and the
@@ -272,7 +275,9 @@ func (dc *decider) hashes(lr *listRules, hs []uint64) bool {
 	if !needBlock && !lr.set.hasAllow() {
 		return false
 	}
-	return dc.take(lr, lr.set.lookup(hs, needBlock), needBlock)
+	var m match
+	lr.set.lookup(hs, needBlock, &m)
+	return dc.take(lr, &m, needBlock)
 }
 
 // textBufs hold a name's text for the regular expressions, which keep
@@ -294,31 +299,29 @@ func (dc *decider) regexps(lr *listRules, ls *labels, wire []byte, buf **[256]by
 		*buf = textBufs.Get().(*[256]byte)
 		dc.text = ls.appendText((*buf)[:0], wire, 0)
 	}
-	return dc.take(lr, lr.set.lookupRegexps(match{block: -1, allow: -1}, dc.text, needBlock), needBlock)
+	m := match{block: -1, allow: -1}
+	lr.set.lookupRegexps(&m, dc.text, needBlock)
+	return dc.take(lr, &m, needBlock)
 }
 
-func (dc *decider) take(lr *listRules, m match, needBlock bool) bool {
+func (dc *decider) take(lr *listRules, m *match, needBlock bool) bool {
 	if m.allow != -1 {
-		dc.allow, dc.allowMatch = lr, m
+		dc.allow, dc.allowMatch = lr, *m
 		return true
 	}
 	if m.block != -1 && needBlock {
-		dc.block, dc.blockMatch = lr, m
+		dc.block, dc.blockMatch = lr, *m
 	}
 	return false
 }
 
 // decision turns a list's match into a Decision.
-func (m match) decision(lr *listRules, allowed bool, s *snapshot) Decision {
-	d := Decision{Blocked: !allowed, Allowed: allowed, List: lr.name, snap: s, target: -1, rules: lr}
-	d.at, d.flags = m.block, m.blockFlags
+func (m *match) decision(lr *listRules, allowed bool, s *snapshot, d *Decision) {
+	*d = Decision{Blocked: !allowed, Allowed: allowed, List: lr.name, snap: s, target: -1, rules: lr, re: m.re}
+	d.at, d.flags = int(m.block), m.blockFlags
 	if allowed {
-		d.at, d.flags = m.allow, m.allowFlags
+		d.at, d.flags = int(m.allow), m.allowFlags
 	}
-	if m.re != nil {
-		d.re = m.re.text
-	}
-	return d
 }
 
 // count counts a blocked decision in nxdns_blocked_total.
@@ -369,7 +372,7 @@ func (d Decision) Rule(name []byte) string {
 		return ""
 	}
 	if d.at == regexpAt {
-		return d.re
+		return d.re.text
 	}
 	var ls labels
 	if ls.offsets(name) != nil || d.at < 0 || d.at >= ls.n {

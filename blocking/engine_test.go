@@ -295,3 +295,25 @@ lists = ["l"]
 		t.Errorf("Decide allocates %v times per run", allocs)
 	}
 }
+
+// Names of any length: a one-label rule (||zip^), a name of more labels
+// than the query path hashes on its own stack (16), one of 100 labels
+// matching an exact rule of 100, and a name longer than every rule.
+func TestNamesOfAnyLength(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a.", 99) + "example"
+	path := writeList(t, t.TempDir(), "l.txt", "||zip^", "||deep.example^", long)
+	m := startManager(t, Options{Config: blockingConfig(t, fmt.Sprintf("[[blocking.lists]]\nname = \"l\"\nsource = %q\n", path))})
+	for name, blocked := range map[string]bool{
+		"zip.":     true,
+		"a.b.zip.": true,
+		strings.Repeat("x.", 20) + "deep.example.": true,
+		long + ".":        true,
+		"b." + long + ".": false,
+		strings.Repeat("x.", 20) + "shallow.example.": false,
+	} {
+		if d := decide(t, m.Engine(), client1, name); d.Blocked != blocked {
+			t.Errorf("%.40s… (%d bytes): blocked %v, want %v", name, len(name), d.Blocked, blocked)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package blocking
 
 import (
+	"bytes"
 	"math/bits"
 	"regexp"
 	"slices"
@@ -41,6 +42,11 @@ type set struct {
 
 	regexps  []regexpRule
 	anyAllow bool // the set holds an allow rule, hashed or regexp
+
+	// The label counts of the names of exact rules and of "below" rules,
+	// a bit each (labelBit): a suffix of a length no rule has is not
+	// looked up.
+	exactLabels, belowLabels uint64
 
 	rules   int // rules in force: distinct names and regular expressions
 	skipped int // lines skipped: none of the formats, or past the regexp cap
@@ -92,7 +98,7 @@ func (s *set) findFrom(h, home uint64) uint8 {
 // block rule and the first allow rule start (counted from the left), or
 // -1. A rule at label 0 is the name itself.
 type match struct {
-	block, allow int
+	block, allow int32
 	blockFlags   uint8
 	allowFlags   uint8
 	re           *regexpRule // the regexp that matched, when block or allow is regexpAt
@@ -110,22 +116,38 @@ const regexpAt = -2
 // other with nothing depending on them, so that their cache misses (a
 // table of 1M rules is far larger than the caches) overlap instead of
 // following one another; the keys are compared after.
-func (s *set) lookup(hs []uint64, needBlock bool) match {
-	m := match{block: -1, allow: -1}
+func (s *set) lookup(hs []uint64, needBlock bool, m *match) {
+	*m = match{block: -1, allow: -1}
 	if s.homes == 0 {
-		return m
+		return
 	}
 	const batch = 8
-	var homes [batch]uint64
-	var first [batch]uint64
+	var (
+		at    [batch]int32 // the label each probe is for
+		homes [batch]uint64
+		first [batch]uint64
+	)
 	for base := 0; base < len(hs); base += batch {
-		n := min(batch, len(hs)-base)
-		for j := range n {
-			homes[j], _ = bits.Mul64(hs[base+j]&^flagMask, s.homes)
-			first[j] = s.slots[homes[j]]
+		// Only suffixes of a length some rule of the right kind has are
+		// probed: a five-label name against rules of two to five labels
+		// skips its last label, a long name its first ones.
+		n := 0
+		for i := base; i < min(base+batch, len(hs)); i++ {
+			lengths := s.belowLabels
+			if i == 0 {
+				lengths = s.exactLabels
+			}
+			if lengths&labelBit(len(hs)-i) == 0 {
+				continue
+			}
+			at[n] = int32(i)
+			homes[n], _ = bits.Mul64(hs[i]&^flagMask, s.homes)
+			first[n] = s.slots[homes[n]]
+			n++
 		}
 		for j := range n {
-			h := hs[base+j]
+			i := at[j]
+			h := hs[i]
 			if k := first[j]; k == 0 || k>>flagBits > h>>flagBits {
 				continue // the usual miss, settled by the slot already loaded
 			}
@@ -133,7 +155,6 @@ func (s *set) lookup(hs []uint64, needBlock bool) match {
 			if f == 0 {
 				continue
 			}
-			i := base + j
 			// The name itself matches the exact rules, a name above it
 			// the "below" ones; the flags kept are the key's, which say
 			// how the rule is written.
@@ -146,29 +167,29 @@ func (s *set) lookup(hs []uint64, needBlock bool) match {
 			}
 			if hit&(allowExact|allowBelow) != 0 {
 				m.allow, m.allowFlags = i, f&(allowExact|allowBelow)
-				return m // an allow wins over every block: nothing else matters
+				return // an allow wins over every block: nothing else matters
 			}
 		}
 	}
-	return m
 }
 
-// lookupRegexps tries the regular expressions on text, the name without
-// its final dot, when the hashes found nothing that settles it.
-func (s *set) lookupRegexps(m match, text []byte, needBlock bool) match {
+// labelBit is the bit of a name of n labels in a set's label masks; names
+// of 63 labels or more share the last.
+func labelBit(n int) uint64 { return 1 << min(n, 63) }
+
+func (s *set) lookupRegexps(m *match, text []byte, needBlock bool) {
 	for i := range s.regexps {
 		r := &s.regexps[i]
 		if r.allow && m.allow < 0 || !r.allow && needBlock && m.block < 0 {
 			if r.re.Match(text) {
 				if r.allow {
 					m.allow, m.re = regexpAt, r
-					return m
+					return
 				}
 				m.block, m.re = regexpAt, r
 			}
 		}
 	}
-	return m
 }
 
 // hasAllow reports whether the set holds an allow rule.
@@ -182,8 +203,10 @@ type builder struct {
 	allowList bool
 	skipped   int
 	badRegexp int // regexps that did not compile, counted in skipped
-	emit      func(rule.Rule)
-	atPeak    func() // or nil; see Manager.atPeak
+
+	exactLabels, belowLabels uint64 // see set
+	emit                     func(rule.Rule)
+	atPeak                   func() // or nil; see Manager.atPeak
 }
 
 // newBuilder starts a set. hint is the number of keys expected (the copy
@@ -242,6 +265,13 @@ func (b *builder) add(r rule.Rule) {
 		f = allowBelow
 	}
 	b.keys = append(b.keys, nameHash(r.Name)&^flagMask|f)
+	bit := labelBit(bytes.Count(r.Name, []byte(".")) + 1)
+	if f&(blockExact|allowExact) != 0 {
+		b.exactLabels |= bit
+	}
+	if f&(blockBelow|allowBelow) != 0 {
+		b.belowLabels |= bit
+	}
 }
 
 // rules is the number of rules read so far, duplicates included.
@@ -279,6 +309,9 @@ func (b *builder) finish() *set {
 		anyAllow: all&(allowExact|allowBelow) != 0 || slices.ContainsFunc(b.regexps, func(r regexpRule) bool { return r.allow }),
 		rules:    n + len(b.regexps),
 		skipped:  b.skipped,
+
+		exactLabels: b.exactLabels,
+		belowLabels: b.belowLabels,
 	}
 	b.keys, b.regexps = nil, nil
 	if n == 0 {
