@@ -138,9 +138,10 @@ func (e *Engine) Decide(client netip.Addr, clientNames []string, qname []byte) D
 // whose CNAME and DNAME targets are chain (wire names, in answer order).
 // It returns a blocked decision naming the list that matched a target,
 // counted in nxdns_blocked_total, or a decision that blocks nothing: when
-// cname_inspection is off, when an allow rule matches qname itself, or
-// when no target is blocked. Decide(qname) is assumed to have let the
-// query through.
+// cname_inspection is off, when an allow rule matches qname itself
+// (Allowed), or when no target is blocked. The query path calls it after
+// Decide(qname) let the query through; a qname Decide blocks is blocked
+// here too.
 func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []byte, chain [][]byte) Decision {
 	s := e.active()
 	if s == nil || !s.cname || len(chain) == 0 {
@@ -151,8 +152,10 @@ func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []by
 	if !s.decideWire(qname, &lists, &d) {
 		return Decision{}
 	}
-	if d.Allowed || d.Blocked {
-		return Decision{Allowed: d.Allowed, List: d.List, groups: g, snap: s, at: d.at, flags: d.flags, re: d.re, target: -1}
+	if d.Allowed || d.Blocked { // allowed: exempt; blocked: Decide would have said so
+		d.groups = g
+		d.count()
+		return d
 	}
 	for i, target := range chain {
 		if s.decideWire(target, &lists, &d) && d.Blocked {

@@ -102,7 +102,12 @@ func (m *Manager) fetch(ctx context.Context, l *list) {
 	if err == nil && !notMod {
 		var copyFile *os.File
 		if l.cfg.IsURL() && cfg.StateDir != "" {
-			copyFile, tempPath, err = createTemp(cfg.StateDir)
+			var terr error
+			if copyFile, tempPath, terr = createTemp(cfg.StateDir); terr != nil {
+				// The list is still fetched and put in force; only the
+				// copy for the next start is lost, and that is said.
+				m.log.Warn("blocking list copy cannot be saved in state_dir", zap.String("list", l.cfg.Name), zap.Error(terr))
+			}
 		}
 		if err == nil {
 			var copy io.Writer // a nil *os.File in it would not be nil

@@ -352,3 +352,16 @@ func TestInjectedDialer(t *testing.T) {
 		t.Errorf("dialled %q, want lists.example:8080", dialled)
 	}
 }
+
+// A state_dir that cannot hold the copy does not keep a list from being
+// fetched and put in force: only the copy for the next start is lost.
+func TestUnwritableStateDir(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(serveBody(hostsBody("w", 3), ""))
+	defer ts.Close()
+	notADir := writeList(t, t.TempDir(), "file", "x")
+	m := startManager(t, Options{Config: blockingConfig(t, fmt.Sprintf("[blocking]\nstate_dir = %q\n", notADir)+urlList("w", ts.URL))})
+	if st := refresh(t, m, "w"); st.Rules != 3 || st.State != StateOK {
+		t.Errorf("%+v (error %s), want the list in force", st, deref(st.LastError))
+	}
+}

@@ -202,8 +202,11 @@ func (m *Manager) Reload(cfg config.Blocking) {
 		}
 	}
 	m.mu.Unlock()
-	if len(names) > 0 {
-		m.enqueue(request{names: names})
+	if len(names) > 0 && !m.enqueue(request{names: names}) {
+		// The loop is busy with queued refreshes; the lists made anew
+		// have never been checked, so it fetches them when it looks
+		// for due lists next.
+		m.log.Warn("blocking: refreshes already queued; the reloaded lists are fetched after them", zap.Strings("lists", names))
 	}
 }
 
