@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nxdnsd/nxdnsd/admin/admintest"
 	"github.com/nxdnsd/nxdnsd/metrics/metricstest"
 )
 
@@ -43,6 +44,10 @@ func call(tb testing.TB, ts *httptest.Server, method, path, body string, wantSta
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		tb.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	if method == "GET" && resp.StatusCode == http.StatusOK {
+		p, _, _ := strings.Cut(path, "?")
+		admintest.Require(tb, p, resp.StatusCode, b) // the body is what openapi.yaml says
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

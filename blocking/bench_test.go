@@ -147,3 +147,32 @@ func BenchmarkSplit(b *testing.B) {
 	}
 	cpu.report(b, n)
 }
+
+// BenchmarkYardstickMap5 is a yardstick for Decide1M on a shared machine:
+// five lookups of random keys in a Go map of 1M uint64 keys, the least
+// any hashed set could cost for a five-label name. Comparing the two on
+// one run says what the set itself adds.
+func BenchmarkYardstickMap5(b *testing.B) {
+	m := make(map[uint64]struct{}, benchRules)
+	for i := range uint64(benchRules) {
+		m[i*0x9e3779b97f4a7c15] = struct{}{}
+	}
+	keys := make([]uint64, 4096*5)
+	for i := range keys {
+		keys[i] = uint64(i*7919) * 0x9e3779b97f4a7c15 // half in the map
+	}
+	cpu := startCPU(b)
+	n, found := 0, 0
+	for b.Loop() {
+		for _, k := range keys[(n&4095)*5:][:5] {
+			if _, ok := m[k]; ok {
+				found++
+			}
+		}
+		n++
+	}
+	cpu.report(b, n)
+	if found == 0 {
+		b.Fatal("no key found")
+	}
+}
