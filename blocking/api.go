@@ -84,13 +84,9 @@ func (m *Manager) serveLists(w http.ResponseWriter, _ *http.Request) {
 
 func (m *Manager) serveRefresh(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
-	var names []string
-	if name != "" {
-		if !m.hasList(name) {
-			writeError(w, http.StatusNotFound, "no list is named "+name)
-			return
-		}
-		names = []string{name}
+	if name != "" && !m.hasList(name) {
+		writeError(w, http.StatusNotFound, "no list is named "+name)
+		return
 	}
 	m.mu.Lock()
 	started := m.done != nil
@@ -99,18 +95,15 @@ func (m *Manager) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "blocking is not running")
 		return
 	}
-	if !m.enqueue(request{names: names}) {
+	if !m.enqueue(request{all: name == "", names: []string{name}}) {
 		writeError(w, http.StatusServiceUnavailable, "refreshes are already queued; try again later")
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"refreshing": nameOrAll(names)})
-}
-
-func nameOrAll(names []string) any {
-	if names == nil {
-		return "all"
+	var refreshing any = "all"
+	if name != "" {
+		refreshing = []string{name}
 	}
-	return names
+	writeJSON(w, http.StatusAccepted, map[string]any{"refreshing": refreshing})
 }
 
 // PauseStatus is GET /api/blocking.

@@ -106,8 +106,10 @@ type listMetrics struct {
 
 // request is a message to the loop: fetch these lists now.
 type request struct {
-	names []string      // nil: every list
-	reply chan struct{} // closed when done; nil: nobody waits
+	initial []*list       // lists made anew by a reload: load their last good copy first
+	all     bool          // fetch every list
+	names   []string      // else fetch these
+	reply   chan struct{} // closed when done; nil: nobody waits
 }
 
 // NewManager returns a Manager for opts; nothing is loaded until Start.
@@ -178,35 +180,29 @@ func (m *Manager) Close() {
 // kind changed, and new ones, are loaded afresh (their last good copy
 // first) and fetched; file sources are read again; the others keep their
 // copies. Groups, custom rules and the answer settings take effect at
-// once.
+// once; the loading and fetching are handed to the loop, which does them
+// after what is queued before, one list at a time (so a reload never
+// builds a copy beside one the loop is building). Reload waits only for
+// the loop to take the work.
 func (m *Manager) Reload(cfg config.Blocking) {
 	m.mu.Lock()
 	fresh := m.applyLocked(cfg)
-	started := m.started
-	m.mu.Unlock()
-	if !started || !cfg.Enabled {
-		return
-	}
+	done := m.done
 	var names []string
-	for _, l := range fresh {
-		m.loadInitial(cfg, l)
-		if l.cfg.IsURL() {
-			names = append(names, l.cfg.Name)
-		}
-	}
-	// File sources are read again on SIGHUP, the fresh ones just were.
-	m.mu.Lock()
 	for _, l := range m.lists {
-		if l.cfg.IsEnabled() && !l.cfg.IsURL() && !contains(fresh, l) {
+		// File sources are read again on SIGHUP; the fresh ones are
+		// loaded (which reads a file) and URL ones then fetched.
+		if l.state != StateDisabled && (l.cfg.IsURL() == contains(fresh, l)) {
 			names = append(names, l.cfg.Name)
 		}
 	}
 	m.mu.Unlock()
-	if len(names) > 0 && !m.enqueue(request{names: names}) {
-		// The loop is busy with queued refreshes; the lists made anew
-		// have never been checked, so it fetches them when it looks
-		// for due lists next.
-		m.log.Warn("blocking: refreshes already queued; the reloaded lists are fetched after them", zap.Strings("lists", names))
+	if done == nil || !cfg.Enabled {
+		return // Start loads whatever is configured then
+	}
+	select {
+	case m.reqs <- request{initial: fresh, names: names}:
+	case <-done:
 	}
 }
 
@@ -298,12 +294,9 @@ func (m *Manager) publishLocked() {
 // when ctx ends first, the Manager is not started, or no list has that
 // name; a failed fetch is in the list's state.
 func (m *Manager) Refresh(ctx context.Context, name string) error {
-	var names []string
-	if name != "" {
-		if !m.hasList(name) {
-			return fmt.Errorf("%w: %q", ErrNoList, name)
-		}
-		names = []string{name}
+	r := request{all: name == "", names: []string{name}, reply: make(chan struct{})}
+	if name != "" && !m.hasList(name) {
+		return fmt.Errorf("%w: %q", ErrNoList, name)
 	}
 	m.mu.Lock()
 	done := m.done
@@ -311,7 +304,6 @@ func (m *Manager) Refresh(ctx context.Context, name string) error {
 	if done == nil {
 		return ErrNotStarted
 	}
-	r := request{names: names, reply: make(chan struct{})}
 	select {
 	case m.reqs <- r:
 	case <-ctx.Done():
@@ -371,7 +363,15 @@ func (m *Manager) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-m.reqs:
-			m.fetchNamed(ctx, r.names)
+			m.mu.Lock()
+			cfg := m.cfg
+			m.mu.Unlock()
+			for _, l := range r.initial {
+				if ctx.Err() == nil {
+					m.loadInitial(cfg, l)
+				}
+			}
+			m.fetchNamed(ctx, r.all, r.names)
 			if r.reply != nil {
 				close(r.reply)
 			}
@@ -423,12 +423,12 @@ func (m *Manager) fetchDue(ctx context.Context, start bool) {
 	}
 }
 
-// fetchNamed fetches the named lists (every enabled one for nil).
-func (m *Manager) fetchNamed(ctx context.Context, names []string) {
+// fetchNamed fetches the named lists, or every enabled one.
+func (m *Manager) fetchNamed(ctx context.Context, all bool, names []string) {
 	m.mu.Lock()
 	var todo []*list
 	for _, l := range m.lists {
-		if l.state != StateDisabled && (names == nil || containsName(names, l.cfg.Name)) {
+		if l.state != StateDisabled && (all || containsName(names, l.cfg.Name)) {
 			todo = append(todo, l)
 		}
 	}

@@ -134,3 +134,15 @@ clients = ["10.0.0.2"]
 		t.Errorf(`a stray key: problems at %q`, got)
 	}
 }
+
+// A refused list source never shows its user info or query, which often
+// hold a token.
+func TestBlockingSourceSecretsStayHidden(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"https://user:s3cret@/x?token=s3cret", "ftp://user:s3cret@example.org/l?key=s3cret"} {
+		_, err := Parse([]byte(okUpstream + "[[blocking.lists]]\nname = \"l\"\nsource = \"" + src + "\"\n"))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+}
