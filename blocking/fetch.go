@@ -152,6 +152,7 @@ func (m *Manager) fetch(ctx context.Context, l *list) {
 			l.state = StateStale
 		}
 		l.m.failed.Add(1)
+		l.failures++
 		fields := []zap.Field{zap.String("list", l.cfg.Name), zap.String("source", redactSource(l.cfg.Source)), zap.Error(err)}
 		if l.set != nil {
 			fields = append(fields, zap.Duration("age", now.Sub(l.updatedAt).Round(time.Second)))
@@ -160,6 +161,7 @@ func (m *Manager) fetch(ctx context.Context, l *list) {
 	case notMod:
 		l.state, l.lastError, l.updatedAt = StateOK, "", now
 		l.m.unchanged.Add(1)
+		l.failures = 0
 		if cfg.StateDir != "" {
 			meta = copyMeta{Source: l.cfg.Source, ETag: l.etag, LastModified: l.lastModified, UpdatedAt: now}
 			m.writeMetaLocked(cfg.StateDir, l, meta)
@@ -169,6 +171,7 @@ func (m *Manager) fetch(ctx context.Context, l *list) {
 		l.hasRefused = false
 		l.etag, l.lastModified = meta.ETag, meta.LastModified
 		l.m.updated.Add(1)
+		l.failures = 0
 		m.publishLocked()
 		if tempPath != "" {
 			meta.Source, meta.UpdatedAt = l.cfg.Source, now

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nxdnsd/nxdnsd/metrics/metricstest"
 )
@@ -363,5 +364,42 @@ func TestUnwritableStateDir(t *testing.T) {
 	m := startManager(t, Options{Config: blockingConfig(t, fmt.Sprintf("[blocking]\nstate_dir = %q\n", notADir)+urlList("w", ts.URL))})
 	if st := refresh(t, m, "w"); st.Rules != 3 || st.State != StateOK {
 		t.Errorf("%+v (error %s), want the list in force", st, deref(st.LastError))
+	}
+}
+
+// A failed fetch is retried after a minute, then two, four…, never later
+// than refresh_h; a success goes back to refresh_h. Before, a list whose
+// host was down at boot waited a whole refresh_h with no copy.
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	day := 24 * time.Hour
+	for _, c := range []struct {
+		failures int
+		want     time.Duration
+	}{{0, day}, {1, time.Minute}, {2, 2 * time.Minute}, {5, 16 * time.Minute}, {11, 1024 * time.Minute}, {12, day}, {1000, day}} {
+		if got := retryDelay(c.failures, day); got != c.want {
+			t.Errorf("retryDelay(%d) = %v, want %v", c.failures, got, c.want)
+		}
+	}
+	if got := retryDelay(3, time.Hour); got != 4*time.Minute {
+		t.Errorf("retryDelay(3, 1h) = %v", got)
+	}
+	// The list's own count: a failure, then a success.
+	ts := httptest.NewServer(&scripted{steps: []http.HandlerFunc{serveStatus(500), serveStatus(500), serveBody(hostsBody("r", 2), "")}})
+	defer ts.Close()
+	m := startManager(t, Options{Config: blockingConfig(t, urlList("r", ts.URL))})
+	refresh(t, m, "r") // the start's fetch and this one failed
+	m.mu.Lock()
+	next, checked := m.lists[0].nextCheck(day), m.lists[0].checkedAt
+	m.mu.Unlock()
+	if next.Sub(checked) != 2*time.Minute {
+		t.Errorf("after two failures the next check is %v after the last, want 2m", next.Sub(checked))
+	}
+	refresh(t, m, "r")
+	m.mu.Lock()
+	next, checked = m.lists[0].nextCheck(day), m.lists[0].checkedAt
+	m.mu.Unlock()
+	if next.Sub(checked) != day {
+		t.Errorf("after a success the next check is %v after the last, want refresh_h", next.Sub(checked))
 	}
 }

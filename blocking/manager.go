@@ -94,6 +94,7 @@ type list struct {
 	lastModified string
 	refused      [32]byte // the SHA-256 of the last body refused for holding too few rules
 	hasRefused   bool
+	failures     int // fetches failed in a row, for the retry's delay
 }
 
 // listMetrics are a list's counters, which outlive its copies.
@@ -392,7 +393,7 @@ func (m *Manager) untilDue() time.Duration {
 		if l.state == StateDisabled {
 			continue
 		}
-		if d := l.checkedAt.Add(refresh).Sub(now); d < next {
+		if d := l.nextCheck(refresh).Sub(now); d < next {
 			next = d
 		}
 	}
@@ -410,7 +411,7 @@ func (m *Manager) fetchDue(ctx context.Context, start bool) {
 		if l.state == StateDisabled || start && !l.cfg.IsURL() {
 			continue
 		}
-		if start || !now.Before(l.checkedAt.Add(refresh)) {
+		if start || !now.Before(l.nextCheck(refresh)) {
 			due = append(due, l)
 		}
 	}
@@ -439,6 +440,26 @@ func (m *Manager) fetchNamed(ctx context.Context, all bool, names []string) {
 		}
 		m.fetch(ctx, l)
 	}
+}
+
+// Retries of a failed fetch: after RetryMin, doubling up to refresh_h.
+// A list host that is down at boot (the network not up yet) must not
+// leave a list without a copy empty for a day.
+const RetryMin = time.Minute
+
+// nextCheck is when l is due: refresh after its last check, sooner after
+// a failure. The caller holds Manager.mu.
+func (l *list) nextCheck(refresh time.Duration) time.Time {
+	return l.checkedAt.Add(retryDelay(l.failures, refresh))
+}
+
+// retryDelay is the wait after failures fetches failed in a row.
+func retryDelay(failures int, refresh time.Duration) time.Duration {
+	if failures == 0 {
+		return refresh
+	}
+	d := RetryMin << min(failures-1, 20)
+	return min(d, refresh)
 }
 
 func contains(ls []*list, l *list) bool {
