@@ -48,6 +48,16 @@ type snapshot struct {
 	groups []group      // configured order; the default group last
 	custom *listRules   // the custom rules, named "rule", for every client; never nil
 	cname  bool         // cname_inspection
+	answer Answer       // what a blocked query is answered
+}
+
+// Answer is how a blocked query is answered (blocking.answer,
+// answer_ip, answer_ttl_s), as in force with the rules that decided.
+type Answer struct {
+	Mode string     // null, nxdomain, nodata, refused or ip
+	IPv4 netip.Addr // answer = "ip": the A record's address, or the zero Addr (NODATA for A)
+	IPv6 netip.Addr // answer = "ip": the AAAA record's address, or the zero Addr
+	TTL  uint32     // of the records, and of the SOA of NXDOMAIN and NODATA answers
 }
 
 // listRules is one list's rules in force, and its counter.
@@ -392,6 +402,16 @@ func (d Decision) Rule(name []byte) string {
 		return "*." + text
 	}
 	return text
+}
+
+// Answer is how to answer a blocked query: the settings in force with
+// the rules that decided (a reload changes both at once). The zero
+// Answer for a Decision made by no snapshot (blocking off or paused).
+func (d Decision) Answer() Answer {
+	if d.snap == nil {
+		return Answer{}
+	}
+	return d.snap.answer
 }
 
 // ChainIndex is the index in DecideChain's chain of the target that was

@@ -317,3 +317,20 @@ func TestNamesOfAnyLength(t *testing.T) {
 		}
 	}
 }
+
+// A blocked decision carries the answer settings in force with its rules,
+// and a reload changes both together.
+func TestDecisionAnswer(t *testing.T) {
+	t.Parallel()
+	path := writeList(t, t.TempDir(), "l.txt", "ads.example")
+	list := fmt.Sprintf("[[blocking.lists]]\nname = \"l\"\nsource = %q\n", path)
+	m := startManager(t, Options{Config: blockingConfig(t, "[blocking]\nanswer = \"ip\"\nanswer_ip = [\"192.0.2.1\", \"2001:db8::1\"]\nanswer_ttl_s = 60\n"+list)})
+	d := decide(t, m.Engine(), client1, "ads.example.")
+	if a := d.Answer(); a.Mode != "ip" || a.IPv4 != mustAddr("192.0.2.1") || a.IPv6 != mustAddr("2001:db8::1") || a.TTL != 60 {
+		t.Errorf("answer %+v", a)
+	}
+	m.Reload(blockingConfig(t, "[blocking]\nanswer = \"nxdomain\"\n"+list))
+	if a := decide(t, m.Engine(), client1, "ads.example.").Answer(); a.Mode != "nxdomain" || a.TTL != 10 || a.IPv4.IsValid() {
+		t.Errorf("after the reload: answer %+v, want nxdomain with the default TTL", a)
+	}
+}

@@ -257,7 +257,14 @@ func (m *Manager) publishLocked() {
 		m.engine.snap.Store(nil)
 		return
 	}
-	s := &snapshot{cname: m.cfg.CNAMEInspection}
+	s := &snapshot{cname: m.cfg.CNAMEInspection, answer: Answer{Mode: m.cfg.Answer, TTL: uint32(m.cfg.AnswerTTLS)}}
+	for _, a := range m.cfg.AnswerAddrs {
+		if a.Is4() {
+			s.answer.IPv4 = a
+		} else {
+			s.answer.IPv6 = a
+		}
+	}
 	index := map[string]int{}
 	for _, l := range m.lists {
 		if !l.cfg.IsEnabled() {
