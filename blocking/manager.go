@@ -273,7 +273,10 @@ func (m *Manager) publishLocked() {
 		index[l.cfg.Name] = len(s.lists)
 		s.lists = append(s.lists, &listRules{name: l.cfg.Name, allow: l.cfg.Kind == "allow", set: l.set, blocked: &l.m.blocked})
 	}
-	s.custom = &listRules{name: config.ReservedListName, set: m.custom.set, blocked: &m.metricsFor(config.ReservedListName).blocked}
+	s.custom = &listRules{name: config.ReservedListName, blocked: &m.metricsFor(config.ReservedListName).blocked}
+	if m.custom.set.rules > 0 {
+		s.custom.set = m.custom.set // else nil: a query does not look into an empty set
+	}
 	var defaultLists listBits // a default group that is not configured holds no list
 	for _, gc := range m.cfg.Groups {
 		g := group{name: gc.Name, prefixes: gc.Prefixes, names: gc.Names}

@@ -15,18 +15,20 @@ import (
 // that is at once a sorted array and a linear-probing hash table: the
 // keys in increasing order, each in the first free slot at or after its
 // home slot (the key's top bits scaled to the table), about one slot in
-// five left empty. A lookup goes to the home slot and reads on until a
+// three left empty. A lookup goes to the home slot and reads on until a
 // key at or above the one it wants, or an empty slot: one cache line,
 // almost always (Robin Hood order in linear probing, built by a sort).
 //
 // Why this structure (measured, BENCHMARKS.md "Blocking: the rule set"):
 // a name and all its suffixes are hashed in one pass over the labels
 // (hash.go), and each suffix then costs one cache line; 1M rules take
-// about 10 bytes each, where a set of strings (blocky's length-bucketed
+// about 12 bytes each, where a set of strings (blocky's length-bucketed
 // strings, a map[string]) holds the names themselves, 20 to 30 bytes
 // each plus their headers, and a trie several pointers per label. A
 // sorted array with a separate bucket index (the first version of this
-// file) costs as much memory and two cache misses a probe. The table is
+// file) cost 10 bytes a rule and two cache misses a probe; a table a
+// fifth empty 10 bytes and about 10 % more time per decision than a third
+// empty. The table is
 // built in place in the array the keys were collected in: a refresh holds
 // the old table and the new one, nothing else.
 //
@@ -222,9 +224,10 @@ func newBuilder(allowList bool, hint int) *builder {
 	return b
 }
 
-// tableSize is the slots of a table for n keys: a quarter more, and a
+// tableSize is the slots of a table for n keys: half as many again (a
+// third of the slots empty: most misses settle at the home slot), and a
 // few for the last keys' displacement and the final empty slot.
-func tableSize(n int) int { return n + n/4 + 64 }
+func tableSize(n int) int { return n + n/2 + 64 }
 
 // line parses one line of the list into the set.
 func (b *builder) line(line []byte) {
@@ -295,7 +298,7 @@ func (b *builder) finish() *set {
 		}
 		all |= uint8(k & flagMask)
 	}
-	if cap(keys) < n+n/8+2 {
+	if cap(keys) < n+n/3+2 { // fuller than three quarters: probes would lengthen
 		// More keys than the hint said (or none was given): the table
 		// needs an array of its own, the one time two are held.
 		grown := make([]uint64, n, tableSize(n))
@@ -324,47 +327,62 @@ func (b *builder) finish() *set {
 
 // spread places the n sorted keys at the front of slots into their
 // table positions, in place, and returns the number of home slots. Key i
-// goes to pos(i) = max(home(i), pos(i-1)+1), so pos(i) - i, the empty
-// slots before it, only grows: a forward pass finds where it grows, and a
-// backward pass moves each key up to its place (into a slot no key still
-// to move occupies, since pos(i) >= i).
+// goes to pos(i) = max(home(i), pos(i-1)+1), so its displacement
+// d(i) = pos(i) - i = max over j <= i of home(j) - j only grows. A forward
+// pass keeps d at the start of every block of spreadBlock keys (an eighth
+// of a byte a key); a backward pass, block by block from the last,
+// recomputes the block's displacements from its checkpoint and moves each
+// key up to its place: into a slot no key still to move occupies, since
+// pos(i) >= i, and the block's own keys are still where the sort left
+// them, the keys after it having moved only upwards.
 func spread(slots []uint64, n int, atPeak func()) uint64 {
 	homes := uint64(len(slots) - len(slots)/64 - 2)
 	for {
-		steps, last := displacements(slots[:n], homes)
-		if last < len(slots)-1 { // the last slot stays empty: lookups stop there
-			if atPeak != nil {
-				atPeak()
-			}
-			j := len(steps) - 1
-			for i := n - 1; i >= 0; i-- {
-				for int(steps[j]>>32) > i {
-					j--
-				}
-				d := int(uint32(steps[j]))
-				k := slots[i]
-				slots[i] = 0 // left in place it would be harmless (the order holds) but lengthen the scans
-				slots[i+d] = k
-			}
-			return homes
+		checkpoints, last := displacements(slots[:n], homes)
+		if last >= len(slots)-1 { // the last slot must stay empty: lookups stop there
+			homes -= homes/32 + 1 // fewer homes, more room behind
+			continue
 		}
-		homes -= homes/32 + 1 // the keys overflow the end: fewer homes, more room behind
+		if atPeak != nil {
+			atPeak()
+		}
+		var ds [spreadBlock]int
+		for b := len(checkpoints) - 1; b >= 0; b-- {
+			start := b * spreadBlock
+			end := min(start+spreadBlock, n)
+			d := checkpoints[b]
+			for i := start; i < end; i++ {
+				home, _ := bits.Mul64(slots[i]&^flagMask, homes)
+				d = max(d, int(home)-i)
+				ds[i-start] = d
+			}
+			for i := end - 1; i >= start; i-- {
+				if d := ds[i-start]; d > 0 {
+					slots[i+d] = slots[i]
+					slots[i] = 0 // left in place it would be harmless (the order holds) but lengthen the scans
+				}
+			}
+		}
+		return homes
 	}
 }
 
-// displacements returns where pos(i) - i grows, as i<<32 | (pos(i) - i),
-// and the last key's position.
-func displacements(keys []uint64, homes uint64) (steps []uint64, last int) {
-	d, pos := -1, -1
+// spreadBlock is how many keys share a displacement checkpoint.
+const spreadBlock = 64
+
+// displacements returns d before each block of spreadBlock keys (-1 for
+// the first), and the last key's position.
+func displacements(keys []uint64, homes uint64) (checkpoints []int, last int) {
+	checkpoints = make([]int, 0, (len(keys)+spreadBlock-1)/spreadBlock)
+	d := -1
 	for i, k := range keys {
-		home, _ := bits.Mul64(k&^flagMask, homes)
-		pos = max(int(home), pos+1)
-		if pos-i > d {
-			d = pos - i
-			steps = append(steps, uint64(i)<<32|uint64(d))
+		if i%spreadBlock == 0 {
+			checkpoints = append(checkpoints, d)
 		}
+		home, _ := bits.Mul64(k&^flagMask, homes)
+		d = max(d, int(home)-i)
 	}
-	return steps, pos
+	return checkpoints, len(keys) - 1 + d
 }
 
 // bytes is what the set holds in memory, near enough: its table.
