@@ -27,7 +27,8 @@ type Config struct {
 	QueryLog     QueryLog       `toml:"query_log"`
 	Admin        Admin          `toml:"admin"`
 	Log          Log            `toml:"log"`
-	Clients      Clients        `toml:"clients"` // spec section 15; clients.go
+	Clients      Clients        `toml:"clients"`  // spec section 15; clients.go
+	Blocking     Blocking       `toml:"blocking"` // blocking.go
 
 	// UpstreamsFromDefault is set by Load and Parse, read from no key, when
 	// the file has no [[upstreams]] at all: Upstreams are then the embedded

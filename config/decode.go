@@ -186,6 +186,8 @@ func newElement(t reflect.Type) reflect.Value {
 		return reflect.ValueOf(newUpstream())
 	case reflect.TypeFor[LocalRecord]():
 		return reflect.ValueOf(newLocalRecord())
+	case reflect.TypeFor[BlockingList]():
+		return reflect.ValueOf(newBlockingList())
 	}
 	return reflect.Zero(t)
 }

@@ -92,6 +92,7 @@ func Default() Config {
 		Admin:    Admin{Listen: "127.0.0.1:8053", RecentQueries: DefaultRecentQueries},
 		Log:      Log{Level: "info"},
 		Clients:  defaultClients(),
+		Blocking: defaultBlocking(),
 	}
 }
 

@@ -173,6 +173,7 @@ addresses = ["192.0.2.50", "2001:db8::50"]
 		Log:          Log{Level: "error"},
 		Clients: Clients{HostsFiles: []string{"/etc/hosts"}, LeasesFiles: []string{"/var/lib/misc/dnsmasq.leases"},
 			Static: []StaticClient{{Name: "tablet", Addresses: []string{"192.0.2.50", "2001:db8::50"}}}},
+		Blocking: defaultBlocking(), // its keys: TestBlockingKeysKeepValues
 	}
 	if !reflect.DeepEqual(withoutParsed(*got), want) {
 		t.Errorf("got\n%+v\nwant\n%+v", *got, want)

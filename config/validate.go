@@ -64,6 +64,7 @@ func (c *Config) check() Problems {
 	ck.inRange("admin.recent_queries", c.Admin.RecentQueries, 0, MaxRecentQueries)
 	ck.adminHosts(c.Admin.Hosts)
 	ck.clients(&c.Clients)
+	ck.blocking(&c.Blocking)
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":
 	default:

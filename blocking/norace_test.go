@@ -1,0 +1,5 @@
+//go:build !race
+
+package blocking
+
+const raceEnabled = false
