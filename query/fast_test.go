@@ -7,7 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
 )
 
 // ServeFast answers on the listener's goroutine what needs no resolver —
@@ -19,9 +19,9 @@ func TestServeFastHandsOverWhatNeedsAResolver(t *testing.T) {
 	t.Parallel()
 	pool := answeringPool(t, "example.com. 300 IN A 192.0.2.1")
 	h, rec := newCachedHandler(t, pool, testCacheConfig())
-	fast := func(q *dns.Msg) (*wire.Request, []byte, bool) {
+	fast := func(q *dns.Msg) (*server.Request, []byte, bool) {
 		t.Helper()
-		req := &wire.Request{Raw: mustPack(t, q), Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+		req := &server.Request{Raw: mustPack(t, q), Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
 		out, handled := h.ServeFast(req)
 		return req, out, handled
 	}
@@ -35,7 +35,7 @@ func TestServeFastHandsOverWhatNeedsAResolver(t *testing.T) {
 		t.Fatalf("a miss: handled %v, state %v, pool calls %d; want not handled, a state, none", handled, req.State, pool.Calls())
 	}
 	// The worker's copy of the bytes; the listener's buffer is reused.
-	worker := &wire.Request{Raw: bytes.Clone(req.Raw), Proto: ProtoUDP, Client: testClient, State: req.State}
+	worker := &server.Request{Raw: bytes.Clone(req.Raw), Proto: ProtoUDP, Client: testClient, State: req.State}
 	clear(req.Raw)
 	out := h.ServeDNS(context.Background(), worker)
 	m := new(dns.Msg)
@@ -72,11 +72,11 @@ func TestCacheHitAllocations(t *testing.T) {
 	}
 	t.Cleanup(h.Close)
 	raw := mustPack(t, withEDNS(newQuery("www.example.com.", dns.TypeA), 1232, false))
-	req := &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+	req := &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
 	if _, handled := h.ServeFast(req); handled {
 		t.Fatal("the first query was answered without the pool")
 	}
-	h.ServeDNS(context.Background(), &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, State: req.State})
+	h.ServeDNS(context.Background(), &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, State: req.State})
 	allocs := testing.AllocsPerRun(1000, func() {
 		req.State = nil
 		if out, handled := h.ServeFast(req); !handled || out == nil {
@@ -99,9 +99,9 @@ func BenchmarkServeFastHit(b *testing.B) {
 	}
 	b.Cleanup(h.Close)
 	raw := mustPack(b, withEDNS(newQuery("www.example.com.", dns.TypeA), 1232, false))
-	req := &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+	req := &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
 	h.ServeFast(req)
-	h.ServeDNS(context.Background(), &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, State: req.State})
+	h.ServeDNS(context.Background(), &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, State: req.State})
 	b.ReportAllocs()
 	for b.Loop() {
 		req.State = nil

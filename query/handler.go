@@ -16,7 +16,8 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // HandlerConfig is what a Handler serves. The daemon translates the
@@ -120,7 +121,7 @@ type scratch struct {
 	req    request
 	entry  Entry
 	trail  [trailCap]actors.Attempt
-	wq     wire.Query
+	wq     transport.Query
 	packed [packedQueryLen]byte
 
 	// What quick found, for slow: r's forward zone (nil: the pool) and
@@ -146,8 +147,8 @@ func putScratch(s *scratch) {
 }
 
 var (
-	_ wire.Handler     = (*Handler)(nil)
-	_ wire.FastHandler = (*Handler)(nil)
+	_ server.Handler     = (*Handler)(nil)
+	_ server.FastHandler = (*Handler)(nil)
 )
 
 // ServeDNS answers one raw client query, req.Raw, that arrived over
@@ -164,7 +165,7 @@ var (
 // their own deadlines. req.Raw is read only during the call and not
 // retained. When req.State holds what ServeFast left of the query, ServeDNS
 // goes on from there.
-func (h *Handler) ServeDNS(ctx context.Context, req *wire.Request) []byte {
+func (h *Handler) ServeDNS(ctx context.Context, req *server.Request) []byte {
 	s, resumed := req.State.(*scratch)
 	if resumed {
 		req.State = nil
@@ -188,11 +189,11 @@ func (h *Handler) ServeDNS(ctx context.Context, req *wire.Request) []byte {
 // ServeFast answers, without waiting for anything, the queries that need
 // no resolver: malformed ones, special-use names, local records, fresh
 // cache hits and remembered failures; the listener calls it on its own
-// goroutine, before it hands a query to a worker (wire.FastHandler). For
+// goroutine, before it hands a query to a worker (server.FastHandler). For
 // any other query it returns handled false and leaves its work in
 // req.State, where ServeDNS picks it up. An answer is built in req.Answer
 // when it fits; a dropped query is handled, with a nil answer.
-func (h *Handler) ServeFast(req *wire.Request) (answer []byte, handled bool) {
+func (h *Handler) ServeFast(req *server.Request) (answer []byte, handled bool) {
 	s := getScratch()
 	if !h.prepare(s, req) {
 		putScratch(s)
@@ -220,7 +221,7 @@ func Attach(state, v any) {
 // Abandon gives back what ServeFast kept for a query it handed on that
 // will not be served after all (the listener refused it: overload): the
 // state's memory. What was attached to it is the caller's to release.
-func (h *Handler) Abandon(req *wire.Request) {
+func (h *Handler) Abandon(req *server.Request) {
 	if s, ok := req.State.(*scratch); ok {
 		putScratch(s)
 	}
@@ -237,7 +238,7 @@ func Held(state any) any {
 
 // prepare parses req into s and starts its entry; false means the query
 // is to be dropped.
-func (h *Handler) prepare(s *scratch, req *wire.Request) bool {
+func (h *Handler) prepare(s *scratch, req *server.Request) bool {
 	start := time.Now()
 	r := &s.req
 	ok, reject := parse(r, req.Raw, req.Proto)
