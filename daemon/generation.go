@@ -243,8 +243,9 @@ func zoneNames(cfg *config.Config) []string {
 	return zones
 }
 
-// release ends a query's hold on g (front.acquire).
-func (g *generation) release() {
+// Release ends a query's hold on g (front.acquire). It is the
+// query.Hold of a query handed on to a worker, which releases it there.
+func (g *generation) Release() {
 	if g.refs.Add(-1) == 0 && g.retiring.Load() {
 		g.drain.Do(func() { close(g.drained) })
 	}
@@ -293,47 +294,34 @@ type front struct {
 
 var _ server.FastHandler = (*front)(nil)
 
-// ServeDNS implements server.Handler. A query the fast path handed on goes
-// on in the generation that began it, held since then.
+// ServeDNS implements server.Handler for a query the fast path did not
+// begin (TCP): the current generation serves it, held until it returns.
 func (f *front) ServeDNS(ctx context.Context, req *server.Request) []byte {
-	g, ok := query.Held(req.State).(*generation)
-	if !ok {
-		g = f.acquire()
-	}
-	defer g.release()
+	g := f.acquire()
+	defer g.Release()
 	return g.handler.ServeDNS(ctx, req)
 }
 
 // ServeFast implements server.FastHandler: the current generation answers
-// what needs no resolver on the listener's goroutine. A query it hands on
-// keeps the generation held, attached to the query, until ServeDNS has
-// served it (the listener hands every such query to a worker).
+// what needs no resolver on the listener's goroutine. The generation is
+// chosen here, once: a query it hands on carries it, held, in its
+// req.Pending, which releases it once the worker has served the query or
+// the listener has abandoned it (query.Handler.ServeFastHolding).
 func (f *front) ServeFast(req *server.Request) (answer []byte, handled bool) {
 	g := f.acquire()
 	defer func() {
 		if r := recover(); r != nil {
-			g.release()
+			g.Release()
 			panic(r) // the listener contains it
 		}
 	}()
-	if answer, handled = g.handler.ServeFast(req); handled {
-		g.release()
-		return answer, true
+	if answer, handled = g.handler.ServeFastHolding(req, g); handled {
+		g.Release()
 	}
-	query.Attach(req.State, g)
-	return nil, false
+	return answer, handled
 }
 
-// Abandon implements server.FastHandler: a query ServeFast handed on will not
-// be served; its generation is released.
-func (f *front) Abandon(req *server.Request) {
-	g, ok := query.Held(req.State).(*generation)
-	if !ok {
-		return
-	}
-	g.handler.Abandon(req)
-	g.release()
-}
+var _ query.Hold = (*generation)(nil)
 
 // acquire returns the current generation, held. A reload may publish a new
 // one between the load and the hold: the hold is then given back and the
@@ -346,7 +334,7 @@ func (f *front) acquire() *generation {
 		if f.cur.Load() == g {
 			return g
 		}
-		g.release()
+		g.Release()
 	}
 }
 

@@ -203,7 +203,7 @@ func (ld *loopDaemon) requireLoop(tb testing.TB, name string) {
 // quiet window after; its next check is 30 s away. The loop is logged
 // once, and /api/health names it.
 //
-// Mutation check: without the check in quick, the check is answered
+// Mutation check: without the check in answerSpecial, the check is answered
 // NXDOMAIN by the special-use names, nothing is found, and the client's
 // query goes round until every slot is taken (the 32 SERVFAILs
 // every few seconds); the wait for the loop times out.

@@ -65,7 +65,7 @@ func serveFast(tb testing.TB, h *Handler, q *dns.Msg) (*dns.Msg, bool) {
 	req := &server.Request{Raw: mustPack(tb, q), Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
 	out, handled := h.ServeFast(req)
 	if !handled {
-		h.Abandon(req)
+		req.Pending.Abandon()
 		return nil, false
 	}
 	m := new(dns.Msg)

@@ -129,13 +129,15 @@ func (h *Handler) remember(ctx context.Context, k cache.Key, err error, now time
 	h.cache.Cache.PutFailure(k, now)
 }
 
-// fromCacheQuick is quick's cache step (spec section 3, step 3): a fresh
-// entry answers at once (and may start a prefetch), a remembered failure
-// answers SERVFAIL with EDE 13; a stale entry or a miss is noted for slow.
-func (h *Handler) fromCacheQuick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
-	r, e := &s.req, &s.entry
+// fromCacheQuick is the cache's fast step (spec section 3, step 4): a
+// fresh entry answers at once (and may start a prefetch), a remembered
+// failure answers SERVFAIL with EDE 13; a stale entry or a miss, and the
+// query's key, are noted for the waiting steps.
+func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int, done bool) {
+	r, e, buf := &s.req, &s.entry, s.buf
 	now := e.Time
-	k := r.cacheKey()
+	s.key = r.cacheKey()
+	k := s.key
 	hit, st := h.cache.Cache.Get(k, now)
 	switch st {
 	case cache.Fresh:

@@ -26,7 +26,7 @@ import (
 // the check. A client query then gets SERVFAIL from the pool, which tries
 // nothing: the handler served two queries in all.
 //
-// Mutation check: without the loop hook in quick the check is answered by
+// Mutation check: without the loop hook in answerSpecial the check is answered by
 // the special-use names and never reported; the probe behind it goes
 // round the loop until its deadline, and the upstream is not "loop".
 func TestSelfLoopFoundThroughTheHandler(t *testing.T) {

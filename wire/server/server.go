@@ -46,10 +46,21 @@ type Request struct {
 	// written.
 	Answer []byte
 
-	// State is the handler's: what a FastHandler's ServeFast left of a
-	// query it could not answer at once, for ServeDNS to go on from. The
-	// server only carries it to the worker, with a copy of Raw.
-	State any
+	// Pending is what a FastHandler's ServeFast kept of a query it handed
+	// on, or nil: a worker finishes the query with Pending.Serve instead
+	// of Handler.ServeDNS. The server only carries it to the worker, with
+	// a copy of Raw.
+	Pending Pending
+}
+
+// Pending is a query that a FastHandler began and handed on (see
+// Request.Pending). Exactly one of its methods is called, once: Serve on a
+// worker, with a copy of the query's Raw and an Answer buffer of the
+// worker's, or Abandon when the server refuses the query after all
+// (overload), so that whatever ServeFast kept for it is given back.
+type Pending interface {
+	Serve(ctx context.Context, req *Request) []byte
+	Abandon()
 }
 
 // Handler answers client queries.
@@ -76,13 +87,11 @@ type Handler interface {
 // never block; a handled query with a nil answer is dropped. req.Raw and
 // req.Answer are the listener's own buffers, valid during the call.
 //
-// A query ServeFast did not handle goes to ServeDNS with req.State, or, if
-// the server refuses it after all (overload), to Abandon, so that whatever
-// ServeFast kept for it is given back.
+// A query ServeFast did not handle goes to a worker: to req.Pending's
+// Serve when ServeFast set it, else to ServeDNS.
 type FastHandler interface {
 	Handler
 	ServeFast(req *Request) (answer []byte, handled bool)
-	Abandon(req *Request)
 }
 
 // HandlerFunc adapts a function to Handler.
@@ -424,7 +433,8 @@ func (s *Server) handleFast(fh FastHandler, req *Request) (answer []byte, handle
 	return fh.ServeFast(req)
 }
 
-// handle runs the handler for an admitted query. A panic in the handler is
+// handle runs the handler for an admitted query, or finishes what the fast
+// path began of it (req.Pending). A panic in the handler is
 // contained here: logged with its stack, counted, and answered SERVFAIL,
 // so one bad query cannot take the server down.
 func (s *Server) handle(req *Request) (answer []byte) {
@@ -433,6 +443,10 @@ func (s *Server) handle(req *Request) (answer []byte) {
 			answer = s.recovered(r, req)
 		}
 	}()
+	if p := req.Pending; p != nil {
+		req.Pending = nil
+		return p.Serve(s.base, req)
+	}
 	return s.Handler.ServeDNS(s.base, req)
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // fastEcho is a FastHandler: it answers names under "fast." on the
-// listener's goroutine, hands every other query on with a State, and
+// listener's goroutine, hands every other query on with a Pending, and
 // panics on "boom.fast.". It counts what reached each path.
 type fastEcho struct {
 	fast, slow   atomic.Int32
@@ -21,13 +21,25 @@ type fastEcho struct {
 	holding      chan struct{} // or nil: told, without blocking, when a "hold." query starts waiting
 }
 
-func (h *fastEcho) Abandon(req *Request) {
-	if _, ok := req.State.(*fastState); ok {
-		h.abandoned.Add(1)
-	}
+// fastState is what fastEcho's ServeFast keeps of a query it hands on.
+type fastState struct {
+	h    *fastEcho
+	name string
 }
 
-type fastState struct{ name string }
+var _ Pending = (*fastState)(nil)
+
+// Serve finishes the query on the worker, counting that its state came
+// with the very query it was made for.
+func (st *fastState) Serve(ctx context.Context, req *Request) []byte {
+	var q dns.Msg
+	if err := q.Unpack(req.Raw); err == nil && st.name == q.Question[0].Name {
+		st.h.stateCarried.Add(1)
+	}
+	return st.h.ServeDNS(ctx, req)
+}
+
+func (st *fastState) Abandon() { st.h.abandoned.Add(1) }
 
 func (h *fastEcho) ServeFast(req *Request) ([]byte, bool) {
 	var q dns.Msg
@@ -39,7 +51,7 @@ func (h *fastEcho) ServeFast(req *Request) ([]byte, bool) {
 		panic("fast path bug")
 	}
 	if !strings.HasSuffix(name, "fast.") {
-		req.State = &fastState{name: name}
+		req.Pending = &fastState{h: h, name: name}
 		return nil, false
 	}
 	h.fast.Add(1)
@@ -59,16 +71,11 @@ func (h *fastEcho) ServeDNS(ctx context.Context, req *Request) []byte {
 		case <-ctx.Done():
 		}
 	}
-	if err := q.Unpack(req.Raw); err == nil {
-		if st, ok := req.State.(*fastState); ok && st.name == q.Question[0].Name {
-			h.stateCarried.Add(1)
-		}
-	}
 	return echo(ctx, req)
 }
 
 // The UDP listener answers what its FastHandler can answer on its own
-// goroutine and hands the rest to a worker with the handler's State and a
+// goroutine and hands the rest to a worker with the handler's Pending and a
 // copy of the query; a panic in the fast path is answered SERVFAIL and the
 // listener goes on.
 func TestServerFastPath(t *testing.T) {

@@ -91,25 +91,25 @@ func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifin
 		return nil // not even a header to answer to
 	}
 	client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-	var state any
+	var pending Pending
 	if r.fast != nil {
 		// Answered here when no resolver is needed: no handoff.
 		*r.req = Request{Raw: raw, Proto: "udp", Client: client, Answer: out[:0]}
 		if answer, handled := s.handleFast(r.fast, r.req); handled {
 			return answer
 		}
-		state = r.req.State
+		pending = r.req.Pending
 	}
 	count, ok := s.admit(client.Addr())
 	if !ok {
-		if state != nil {
-			r.fast.Abandon(r.req)
+		if pending != nil {
+			pending.Abandon()
 		}
 		return s.refuse(raw, "udp", client)
 	}
 	q := getClientQuery(len(raw), "udp", client)
 	copy(q.buf, raw)
-	q.req.State, q.count = state, count
+	q.req.Pending, q.count = pending, count
 	if q.out == nil {
 		q.out = make([]byte, 0, clientAnswerBufLen)
 	}
