@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // BenchmarkPoolExchange measures the pool's own cost per query: an instant
@@ -13,8 +13,8 @@ import (
 func BenchmarkPoolExchange(b *testing.B) {
 	reply := query()
 	reply.Response = true
-	instant := wire.ExchangerFunc(func(context.Context, *wire.Query, time.Time) (wire.Answer, error) {
-		return wire.Answer{Msg: reply}, nil
+	instant := transport.ExchangerFunc(func(context.Context, *transport.Query, time.Time) (transport.Answer, error) {
+		return transport.Answer{Msg: reply}, nil
 	})
 	pool, err := NewPool(defaults, []Spec{
 		{Name: "a", Slots: 1024, Transport: instant},

@@ -6,7 +6,7 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Group is what an error says about who is at fault, and so what the pool
@@ -51,7 +51,7 @@ func (g Group) String() string {
 // sentinelGroups places every sentinel the transports declare, in the
 // order Classify tries them: an error that wraps two sentinels is placed by
 // the first listed (a local failure to pack is ours before it is anyone
-// else's). A test checks it against wire.Sentinels, so a new sentinel cannot
+// else's). A test checks it against transport.Sentinels, so a new sentinel cannot
 // be added without deciding here who is to blame for it.
 var sentinelGroups = [...]struct {
 	err   error
@@ -60,15 +60,15 @@ var sentinelGroups = [...]struct {
 	// A failed bootstrap lookup never reached the upstream, whatever its
 	// cause says (a bootstrap resolver's REFUSED or timeout is not the
 	// upstream's): first, so that nothing it wraps can place it.
-	{wire.ErrBootstrap, GroupLocalResource},
-	{wire.ErrPack, GroupLocalResource},
-	{wire.ErrRefused, GroupPeerFault},
-	{wire.ErrIDMismatch, GroupPeerFault},
-	{wire.ErrQuestionMismatch, GroupPeerFault},
-	{wire.ErrMalformed, GroupPeerFault},
-	{wire.ErrResolverTimeout, GroupPeerFault}, // forward zones: the resolver's own timeout
-	{wire.ErrHTTPStatus, GroupPeerFault},
-	{wire.ErrContentType, GroupPeerFault},
+	{transport.ErrBootstrap, GroupLocalResource},
+	{transport.ErrPack, GroupLocalResource},
+	{transport.ErrRefused, GroupPeerFault},
+	{transport.ErrIDMismatch, GroupPeerFault},
+	{transport.ErrQuestionMismatch, GroupPeerFault},
+	{transport.ErrMalformed, GroupPeerFault},
+	{transport.ErrResolverTimeout, GroupPeerFault}, // forward zones: the resolver's own timeout
+	{transport.ErrHTTPStatus, GroupPeerFault},
+	{transport.ErrContentType, GroupPeerFault},
 }
 
 // localErrnos are the system errors that mean this host, not the
@@ -95,7 +95,7 @@ var localErrnos = [...]syscall.Errno{
 // Read from a socket afterwards (Op "read"): a router on the path, or the
 // upstream's own host, sent an ICMP destination unreachable about a
 // datagram we sent. The UDP transport delivers such an error only to the
-// exchange whose query the ICMP message quotes (wire/udp.go), so it is a
+// exchange whose query the ICMP message quotes (wire/transport/udp.go), so it is a
 // statement about this upstream's reachability from here, and we take it
 // as one: a peer fault, recorded like a timeout. If the whole network is
 // gone every upstream hears the same, every upstream goes into backoff,
@@ -155,11 +155,11 @@ func Classify(err error) Group {
 
 // NoRoute reports whether err says this host has no way to the upstream
 // right now (see routeErrnos and localErrnos, and a failed bootstrap
-// lookup of the upstream's host name, wire.ErrBootstrap): a local error
+// lookup of the upstream's host name, transport.ErrBootstrap): a local error
 // after which a query fails over to the next upstream, since another may
 // have a route, instead of ending at once.
 func NoRoute(err error) bool {
-	if errors.Is(err, wire.ErrBootstrap) {
+	if errors.Is(err, transport.ErrBootstrap) {
 		return true
 	}
 	var errno syscall.Errno

@@ -10,12 +10,12 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Every sentinel a transport can return must be placed deliberately.
 func TestEverySentinelIsPlaced(t *testing.T) {
-	for _, s := range wire.Sentinels() {
+	for _, s := range transport.Sentinels() {
 		placed := false
 		for _, g := range sentinelGroups {
 			placed = placed || g.err == s
@@ -33,8 +33,8 @@ func TestEverySentinelIsPlaced(t *testing.T) {
 // times).
 func TestClassifyOrderIsFixed(t *testing.T) {
 	for _, err := range []error{
-		fmt.Errorf("%w: %w", wire.ErrPack, wire.ErrMalformed),
-		fmt.Errorf("%w: %w", wire.ErrRefused, wire.ErrPack),
+		fmt.Errorf("%w: %w", transport.ErrPack, transport.ErrMalformed),
+		fmt.Errorf("%w: %w", transport.ErrRefused, transport.ErrPack),
 	} {
 		for range 200 {
 			if got := Classify(err); got != GroupLocalResource {
@@ -55,10 +55,10 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("reading: %w", context.Canceled), GroupCanceled},
 		{context.DeadlineExceeded, GroupPeerFault}, // a completed transport timeout of its own
 		{os.ErrDeadlineExceeded, GroupPeerFault},
-		{wire.ErrRefused, GroupPeerFault},
-		{fmt.Errorf("x: %w", wire.ErrIDMismatch), GroupPeerFault},
-		{wire.ErrQuestionMismatch, GroupPeerFault},
-		{wire.ErrMalformed, GroupPeerFault},
+		{transport.ErrRefused, GroupPeerFault},
+		{fmt.Errorf("x: %w", transport.ErrIDMismatch), GroupPeerFault},
+		{transport.ErrQuestionMismatch, GroupPeerFault},
+		{transport.ErrMalformed, GroupPeerFault},
 		{io.EOF, GroupPeerFault},
 		{&net.OpError{Op: "read", Err: syscall.ECONNREFUSED}, GroupPeerFault},
 		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, GroupPeerFault},
@@ -66,7 +66,7 @@ func TestClassify(t *testing.T) {
 		{syscall.ENFILE, GroupLocalResource},
 		{syscall.ENOBUFS, GroupLocalResource},
 		{syscall.EADDRNOTAVAIL, GroupLocalResource},
-		{fmt.Errorf("%w: %w", wire.ErrPack, errors.New("label too long")), GroupLocalResource},
+		{fmt.Errorf("%w: %w", transport.ErrPack, errors.New("label too long")), GroupLocalResource},
 		{errors.New("something new"), GroupPeerFault},
 	} {
 		if got := Classify(tc.err); got != tc.want {
@@ -134,10 +134,10 @@ func TestUnreachableFromThePathIsAPeerFault(t *testing.T) {
 // wrapped REFUSED made it a peer fault.
 func TestBootstrapFailureIsLocal(t *testing.T) {
 	for _, err := range []error{
-		fmt.Errorf("dialing tls://dot.test:853: %w dot.test: 127.0.0.1:53: refused", wire.ErrBootstrap),
-		fmt.Errorf("dialing: %w: %w", wire.ErrBootstrap, wire.ErrRefused),
-		fmt.Errorf("dialing: %w: %w", wire.ErrBootstrap, wire.ErrResolverTimeout),
-		fmt.Errorf("dialing: %w: %w", wire.ErrBootstrap, opErr("read", "read", syscall.ECONNREFUSED)),
+		fmt.Errorf("dialing tls://dot.test:853: %w dot.test: 127.0.0.1:53: refused", transport.ErrBootstrap),
+		fmt.Errorf("dialing: %w: %w", transport.ErrBootstrap, transport.ErrRefused),
+		fmt.Errorf("dialing: %w: %w", transport.ErrBootstrap, transport.ErrResolverTimeout),
+		fmt.Errorf("dialing: %w: %w", transport.ErrBootstrap, opErr("read", "read", syscall.ECONNREFUSED)),
 	} {
 		if got := Classify(err); got != GroupLocalResource {
 			t.Errorf("Classify(%v) = %v, want %v", err, got, GroupLocalResource)
@@ -154,7 +154,7 @@ func TestResourceErrorsAreNotNoRoute(t *testing.T) {
 	for _, err := range []error{
 		opErr("dial", "socket", syscall.EMFILE),
 		syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
-		wire.ErrPack, errRefused, context.Canceled,
+		transport.ErrPack, errRefused, context.Canceled,
 	} {
 		if NoRoute(err) {
 			t.Errorf("NoRoute(%v) = true", err)

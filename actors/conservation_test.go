@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 )
@@ -66,7 +66,7 @@ func TestPermitConservation(t *testing.T) {
 			specs[i] = Spec{
 				Name:      "u",
 				Slots:     rapid.IntRange(1, 4).Draw(rt, "slots"),
-				Transport: wire.MsgFunc(chaotic(i, seed)),
+				Transport: transport.MsgFunc(chaotic(i, seed)),
 			}
 		}
 		pool, err := NewPool(policy, specs, nil)
@@ -93,7 +93,7 @@ func TestPermitConservation(t *testing.T) {
 				}
 				m := query()
 				m.Id = uint16(q)
-				q, err := wire.NewQuery(m)
+				q, err := transport.NewQuery(m)
 				if err != nil {
 					rt.Fatal(err)
 				}

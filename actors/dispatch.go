@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Exchange resolves q through the pool under one deadline,
@@ -30,7 +30,7 @@ import (
 // q.Msg is never modified; the transports write their wire IDs into
 // q.Packed and may put the answer's bytes in q.Buf. Exchange never returns
 // before every permit it took is returned.
-func (p *Pool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []Attempt) Result {
+func (p *Pool) Exchange(ctx context.Context, q *transport.Query, arrival time.Time, trail []Attempt) Result {
 	var c *clientShare // nil for a query of nxdnsd's own: no share, counted nowhere
 	if q.Client.IsValid() {
 		c = p.shares.client(q.Client)
@@ -60,7 +60,7 @@ func (p *Pool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, t
 type dispatch struct {
 	pool     *Pool
 	ctx      context.Context
-	q        *wire.Query
+	q        *transport.Query
 	client   *clientShare // the counters of q.Client's share (share.go); nil for nxdnsd's own query
 	deadline time.Time    // D
 	// now is the clock as last read: at the query's arrival, at the end of
@@ -260,7 +260,7 @@ func (d *dispatch) begin(p *permit) (a attempt, ok, over bool) {
 // at end and the slot is back: the classification table of spec section 4,
 // the trail, the observer, the health record and the attribution. It
 // reports whether the query is over.
-func (d *dispatch) settle(p *permit, a attempt, end time.Time, ans wire.Answer, err error) (over bool) {
+func (d *dispatch) settle(p *permit, a attempt, end time.Time, ans transport.Answer, err error) (over bool) {
 	var outcome Outcome
 	switch {
 	case err == nil:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // The decisive regression of the design note: a primary that stalls its
@@ -585,7 +585,7 @@ func TestClockReadBeforeEachAttempt(t *testing.T) {
 func TestTransportContextNeedsNoGoroutines(t *testing.T) {
 	const n = 100
 	var grew int
-	watching := wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+	watching := transport.ExchangerFunc(func(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 		before := runtime.NumGoroutine()
 		stops := make([]func() bool, 0, 2*n)
 		for range n {
@@ -597,7 +597,7 @@ func TestTransportContextNeedsNoGoroutines(t *testing.T) {
 		for _, stop := range stops {
 			stop()
 		}
-		return wire.MsgFunc(answering).Exchange(ctx, q, expiry)
+		return transport.MsgFunc(answering).Exchange(ctx, q, expiry)
 	})
 	// No probes: a probe calling watching at the same time would share
 	// grew and the goroutine count.

@@ -12,7 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +34,7 @@ type fakeTransport struct {
 
 // Exchange runs fn (or probe) on the query's message under a context that
 // ends at the attempt's expiry, as a message-only transport does.
-func (f *fakeTransport) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+func (f *fakeTransport) Exchange(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 	if isProbe(q.Msg) {
 		f.probes.Add(1)
 		f.mu.Lock()
@@ -44,10 +44,10 @@ func (f *fakeTransport) Exchange(ctx context.Context, q *wire.Query, expiry time
 		if fn == nil {
 			fn = answering
 		}
-		return wire.MsgFunc(fn).Exchange(ctx, q, expiry)
+		return transport.MsgFunc(fn).Exchange(ctx, q, expiry)
 	}
 	f.calls.Add(1)
-	return wire.MsgFunc(f.fn).Exchange(ctx, q, expiry)
+	return transport.MsgFunc(f.fn).Exchange(ctx, q, expiry)
 }
 
 // setProbe changes what the upstream does with probes from now on.
@@ -174,9 +174,9 @@ func query() *dns.Msg {
 }
 
 // packed returns m as the pool's query.
-func packed(tb testing.TB, m *dns.Msg) *wire.Query {
+func packed(tb testing.TB, m *dns.Msg) *transport.Query {
 	tb.Helper()
-	q, err := wire.NewQuery(m)
+	q, err := transport.NewQuery(m)
 	if err != nil {
 		tb.Fatal(err)
 	}

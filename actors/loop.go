@@ -18,7 +18,8 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Forwarding loops (docs/operations.md, "Forwarding loops"). An upstream
@@ -226,7 +227,7 @@ func (l *Loops) cameBack(name string) {
 func checkQuestion(name string) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetQuestion(name, dns.TypeTXT)
-	m.SetEdns0(wire.EDNSSize, false)
+	m.SetEdns0(dnsmsg.EDNSSize, false)
 	return m
 }
 
@@ -265,8 +266,8 @@ func (u *Upstream) check(ctx context.Context, timeout time.Duration) (c checkRes
 	expiry := start.Add(timeout)
 	tag := u.loops.tag(u.loopID, c.seq, start)
 	u.lastCheck.Store(&sentCheck{seq: c.seq, tag: tag, sent: start, until: start.Add(max(timeout, CheckWindow))})
-	q, err := wire.NewQuery(checkQuestion(u.loops.name(u.loopID, c.seq, tag)))
-	var a wire.Answer
+	q, err := transport.NewQuery(checkQuestion(u.loops.name(u.loopID, c.seq, tag)))
+	var a transport.Answer
 	if err == nil {
 		a, err = u.transport.Exchange(ctx, q, expiry)
 	}
@@ -282,7 +283,7 @@ func (u *Upstream) check(ctx context.Context, timeout time.Duration) (c checkRes
 }
 
 // rcode is an answer's rcode (its header's four bits when it is bytes).
-func rcode(a wire.Answer) int {
+func rcode(a transport.Answer) int {
 	switch {
 	case a.Msg != nil:
 		return a.Msg.Rcode

@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // loopFake is an upstream that may forward back to the nxdnsd asking it:
@@ -43,7 +43,7 @@ func (f *loopFake) setLooping(on bool, late time.Duration) {
 	f.mu.Unlock()
 }
 
-func (f *loopFake) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+func (f *loopFake) Exchange(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 	name := q.Msg.Question[0].Name
 	f.mu.Lock()
 	looping, late, servfail := f.looping, f.late, f.servfail
@@ -70,7 +70,7 @@ func (f *loopFake) Exchange(ctx context.Context, q *wire.Query, expiry time.Time
 			back()
 		}
 	}
-	return wire.MsgFunc(func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
+	return transport.MsgFunc(func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
 		r := new(dns.Msg)
 		r.SetReply(m)
 		if strings.HasSuffix(name, "."+LoopCheckZone) {
@@ -141,7 +141,7 @@ func (h *loopHeard) get() []string {
 
 // newLoopPool builds a pool with loop checks over the given transports
 // (u0, u1, …), one Loops shared by all, and closes it when the test ends.
-func newLoopPool(tb testing.TB, loops *Loops, heard *loopHeard, ts ...wire.Exchanger) *Pool {
+func newLoopPool(tb testing.TB, loops *Loops, heard *loopHeard, ts ...transport.Exchanger) *Pool {
 	tb.Helper()
 	p := defaults
 	p.Health.Loops, p.Health.OnLoop = loops, heard.on
@@ -235,7 +235,7 @@ func TestLoopingSkippedInBothPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loops, heard := NewLoops(), &loopHeard{}
 		f := &loopFake{loops: loops, looping: true}
-		refuse := wire.MsgFunc(refusing)
+		refuse := transport.MsgFunc(refusing)
 		pool := newLoopPool(t, loops, heard, f, refuse)
 		synctest.Wait()
 		r := exchange(t, pool, t.Context())
@@ -413,12 +413,12 @@ func TestCheckLoopsWaitsForTheRunningProbe(t *testing.T) {
 		loops, heard := NewLoops(), &loopHeard{}
 		gate := make(chan error)
 		f := &loopFake{loops: loops}
-		held := wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+		held := transport.ExchangerFunc(func(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 			if isProbe(q.Msg) {
 				select { // the start-up probe is held until the test lets it go
 				case <-gate:
 				case <-ctx.Done():
-					return wire.Answer{}, ctx.Err()
+					return transport.Answer{}, ctx.Err()
 				}
 			}
 			return f.Exchange(ctx, q, expiry)

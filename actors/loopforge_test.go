@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Forged and replayed loop checks (issue 25, item 1). A check's name goes
@@ -251,13 +251,13 @@ func TestLoopLeavingNoneReported(t *testing.T) {
 	const late = 100 * time.Millisecond // u0's check comes back after u1's start-up probe has ended
 	for _, tc := range []struct {
 		name string
-		u1   func(*Loops) wire.Exchanger // nil: u0 alone
+		u1   func(*Loops) transport.Exchanger // nil: u0 alone
 		want []string
 	}{
 		{"the only upstream loops", nil, []string{"u0: u0=loop"}},
-		{"the other loops too", func(l *Loops) wire.Exchanger { return &loopFake{loops: l, looping: true} }, []string{"u0: u0=loop u1=loop"}},
-		{"the other is in backoff", func(*Loops) wire.Exchanger { return wire.MsgFunc(refusing) }, []string{"u0: u0=loop u1=backoff"}},
-		{"the other answers", func(l *Loops) wire.Exchanger { return &loopFake{loops: l} }, nil},
+		{"the other loops too", func(l *Loops) transport.Exchanger { return &loopFake{loops: l, looping: true} }, []string{"u0: u0=loop u1=loop"}},
+		{"the other is in backoff", func(*Loops) transport.Exchanger { return transport.MsgFunc(refusing) }, []string{"u0: u0=loop u1=backoff"}},
+		{"the other answers", func(l *Loops) transport.Exchanger { return &loopFake{loops: l} }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nxdnsd/nxdnsd/internal/timerpool"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // MaxUpstreams is the most upstreams one pool holds: the dispatch keeps the
@@ -46,7 +46,7 @@ type Spec struct {
 	Name      string
 	Address   string
 	Slots     int
-	Transport wire.Exchanger // always non-nil
+	Transport transport.Exchanger // always non-nil
 }
 
 // Observer hears about every attempt, for metrics. Its method is called on

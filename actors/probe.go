@@ -9,7 +9,8 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Health probes (spec section 4, "Health"). An upstream's actor probes it
@@ -222,7 +223,7 @@ func (pr *prober) close() {
 func probeQuestion() *dns.Msg {
 	m := new(dns.Msg)
 	m.SetQuestion(".", dns.TypeNS)
-	m.SetEdns0(wire.EDNSSize, false)
+	m.SetEdns0(dnsmsg.EDNSSize, false)
 	return m
 }
 
@@ -250,7 +251,7 @@ func (u *Upstream) probe(ctx context.Context, timeout time.Duration, kind probeK
 	r.probed = true
 	r.start = time.Now()
 	expiry := r.start.Add(timeout)
-	q, err := wire.NewQuery(probeQuestion())
+	q, err := transport.NewQuery(probeQuestion())
 	if err == nil {
 		_, err = u.transport.Exchange(ctx, q, expiry)
 	}

@@ -3,7 +3,7 @@ package actors
 import (
 	"time"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Outcome is how one attempt ended, named as in the
@@ -50,7 +50,7 @@ type Attempt struct {
 type Result struct {
 	// Answer is the upstream's answer, set (Msg or Raw) when Err is nil. A
 	// Raw answer lies in the query's Buf, with the wire ID still in place.
-	wire.Answer
+	transport.Answer
 
 	// Err is nil with an answer, else one of ErrBudgetExhausted (the query's
 	// deadline passed), ErrAllFailed (every upstream tried failed before the

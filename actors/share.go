@@ -10,7 +10,7 @@ import (
 
 // Client shares of the pool's slots (issue 25, item 2): one client whose
 // names are slow must not hold every slot while another client's queries
-// wait behind it. The listener's per-client shares (wire/server_fair.go)
+// wait behind it. The listener's per-client shares (wire/server/server_fair.go)
 // bound the queries a client has in flight, not the upstream slots, which
 // are far fewer: 200 queries a second of names answered in 900 ms fit in
 // the first and fill 64 slots.

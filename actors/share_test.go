@@ -255,7 +255,7 @@ func sharesAtRest(pool *Pool) (held, waiting, lone int) {
 	return held, waiting + int(s.waiting.Load()), int(s.lone.Load())
 }
 
-// The pool counts clients as the listener does (wire/server_fair.go):
+// The pool counts clients as the listener does (wire/server/server_fair.go):
 // every address, IPv6 included, is a client; the addresses of one /64 are
 // not one client. Eight of them in one bucket by chance: odds of 1 in
 // 4,096^7.

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // outcomeQueue is how many outcome messages may wait for an actor before a
@@ -34,7 +34,7 @@ type message struct {
 type Upstream struct {
 	Name      string
 	Address   string
-	transport wire.Exchanger // always non-nil
+	transport transport.Exchanger // always non-nil
 
 	// slots is the counting semaphore of in-flight exchanges: a token in
 	// the channel is a held permit. Capacity is the configured slots.
@@ -82,7 +82,7 @@ type Upstream struct {
 	lastProbeOutcome Outcome
 }
 
-func newUpstream(name, address string, slots int, t wire.Exchanger, p HealthPolicy) *Upstream {
+func newUpstream(name, address string, slots int, t transport.Exchanger, p HealthPolicy) *Upstream {
 	u := &Upstream{
 		Name:      name,
 		Address:   address,

@@ -1,7 +1,7 @@
 package cache
 
 import (
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 
 	"encoding/binary"
 	"time"
@@ -113,7 +113,7 @@ func (h Hit) AppendAnswer(dst []byte, id uint16, question []byte, now time.Time,
 	qend := int(h.it.qend)
 	if stored := out[headerLen:qend]; len(question) == len(stored) &&
 		string(question[len(question)-4:]) == string(stored[len(stored)-4:]) &&
-		wire.EqualFoldASCII(question[:len(question)-4], stored[:len(stored)-4]) {
+		dnsmsg.EqualFoldASCII(question[:len(question)-4], stored[:len(stored)-4]) {
 		copy(stored, question)
 	}
 	age := uint32(min(max(now.UnixNano()-h.it.stored, 0)/int64(time.Second), maxTTL))

@@ -4,22 +4,22 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
 // The parts of a DNS message the walker reads (RFC 1035 4.1).
 const (
-	headerLen  = wire.HeaderLen
+	headerLen  = dnsmsg.HeaderLen
 	rrFixedLen = 10  // TYPE, CLASS, TTL, RDLENGTH after an owner name
 	maxNameLen = 255 // a name's wire length, its root label included
 
 	typeSOA = 6
 	typeOPT = 41
 
-	flagQR     = wire.FlagQR
-	flagTC     = wire.FlagTC
-	maskOpcode = wire.MaskOpcode
-	maskRcode  = wire.MaskRcode
+	flagQR     = dnsmsg.FlagQR
+	flagTC     = dnsmsg.FlagTC
+	maskOpcode = dnsmsg.MaskOpcode
+	maskRcode  = dnsmsg.MaskRcode
 
 	rcodeSuccess  = 0
 	rcodeServFail = 2
@@ -92,7 +92,7 @@ func walk(msg []byte, lo, hi uint32) (shape, bool) {
 	off := s.qend
 	for i := range s.an + s.ns + s.ar {
 		start := off
-		if off = wire.NameEnd(msg, off); off < 0 || off+rrFixedLen > len(msg) {
+		if off = dnsmsg.NameEnd(msg, off); off < 0 || off+rrFixedLen > len(msg) {
 			return s, false
 		}
 		typ := binary.BigEndian.Uint16(msg[off:])
@@ -157,7 +157,7 @@ func ttlOffsets(msg []byte, qend int, f func(off int)) {
 		int(binary.BigEndian.Uint16(msg[10:]))
 	off := qend
 	for range n {
-		off = wire.NameEnd(msg, off)
+		off = dnsmsg.NameEnd(msg, off)
 		f(off + 4)
 		off += rrFixedLen + int(binary.BigEndian.Uint16(msg[off+8:]))
 	}

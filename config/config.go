@@ -10,7 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Config is the whole configuration file. Field comments give the TOML key;
@@ -86,10 +86,10 @@ type Upstream struct {
 	Enabled *bool  `toml:"enabled"` // nil (key absent) means true
 
 	// Set by validation (Load, Parse, Validate), read from no key: the
-	// values above parsed once, for wire.NewTransport.
-	Addr    wire.Address   `toml:"-"` // Address parsed
-	DialIP  netip.Addr     `toml:"-"` // IP parsed; the zero Addr when IP is ""
-	RootCAs *x509.CertPool `toml:"-"` // the certificates of CAFile; nil when CAFile is "" (the system roots)
+	// values above parsed once, for transport.NewTransport.
+	Addr    transport.Address `toml:"-"` // Address parsed
+	DialIP  netip.Addr        `toml:"-"` // IP parsed; the zero Addr when IP is ""
+	RootCAs *x509.CertPool    `toml:"-"` // the certificates of CAFile; nil when CAFile is "" (the system roots)
 }
 
 // A configuration that came from Load or Parse has been validated, so these

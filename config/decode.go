@@ -11,7 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // decoder maps a parsed TOML document onto a Config, guided by the struct
@@ -197,7 +197,7 @@ func finishElement(e reflect.Value, present map[string]bool) {
 	if u, ok := e.Addr().Interface().(*Upstream); ok && !present["name"] {
 		// Redacted: the name is in metrics, logs and /api/health, and a
 		// DoH path is often an account's secret.
-		u.Name = wire.RedactAddress(u.Address)
+		u.Name = transport.RedactAddress(u.Address)
 	}
 }
 

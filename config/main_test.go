@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -103,10 +103,10 @@ func writeCA(tb testing.TB) string {
 	return writeFile(tb, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
-// mustAddr is wire.ParseAddress, failing the test on an error.
-func mustAddr(tb testing.TB, address string) wire.Address {
+// mustAddr is transport.ParseAddress, failing the test on an error.
+func mustAddr(tb testing.TB, address string) transport.Address {
 	tb.Helper()
-	a, err := wire.ParseAddress(address)
+	a, err := transport.ParseAddress(address)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func withoutParsed(c Config) Config {
 	c.Upstreams = slices.Clone(c.Upstreams)
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
-		u.Addr, u.DialIP, u.RootCAs = wire.Address{}, netip.Addr{}, nil
+		u.Addr, u.DialIP, u.RootCAs = transport.Address{}, netip.Addr{}, nil
 	}
 	c.Server.AllowPrefixes, c.Server.RebindAllowNames = nil, nil
 	c.Clients.Static = slices.Clone(c.Clients.Static)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Validate checks c against every rule of spec section 2 and returns
@@ -220,12 +220,12 @@ func (ck *checker) upstreams(us []Upstream) {
 	names := make(map[string]int, len(us))
 	for i := range us {
 		u := &us[i]
-		u.Addr, u.DialIP, u.RootCAs = wire.Address{}, netip.Addr{}, nil
+		u.Addr, u.DialIP, u.RootCAs = transport.Address{}, netip.Addr{}, nil
 		p := fmt.Sprintf("upstreams[%d]", i)
 		switch j, dup := names[u.Name]; {
 		case u.Name == "" && u.Address != "":
 			ck.add(p+".name", "must not be empty (omit the key to name the upstream by its address)")
-		case dup && u.Name == wire.RedactAddress(u.Address):
+		case dup && u.Name == transport.RedactAddress(u.Address):
 			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name); the name defaults to the address, its path hidden, so give one of them a name", u.Name, j)
 		case dup:
 			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name)", u.Name, j)
@@ -235,8 +235,8 @@ func (ck *checker) upstreams(us []Upstream) {
 
 		if u.Address == "" {
 			ck.add(p+".address", "is required")
-		} else if a, err := wire.ParseAddress(u.Address); err != nil {
-			if ae := (*wire.AddressError)(nil); errors.As(err, &ae) {
+		} else if a, err := transport.ParseAddress(u.Address); err != nil {
+			if ae := (*transport.AddressError)(nil); errors.As(err, &ae) {
 				ck.add(p+".address", "%q: %s", ae.Address, ae.Reason)
 			} else {
 				ck.add(p+".address", "%v", err)
@@ -246,7 +246,7 @@ func (ck *checker) upstreams(us []Upstream) {
 		}
 		// ip and ca_file are judged on their own even when the address
 		// is broken: both mistakes are reported at once.
-		parsed := u.Addr != wire.Address{}
+		parsed := u.Addr != transport.Address{}
 		if u.IP != "" {
 			if parsed && !u.Addr.IsTLS() {
 				ck.add(p+".ip", "only tls and https upstreams take ip")

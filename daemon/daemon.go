@@ -26,8 +26,8 @@ import (
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
 	"github.com/nxdnsd/nxdnsd/querylog"
-	"github.com/nxdnsd/nxdnsd/wire"
-	"github.com/nxdnsd/nxdnsd/wire/bootstrap"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport/bootstrap"
 )
 
 // Daemon is one running nxdnsd.
@@ -45,8 +45,8 @@ type Daemon struct {
 
 	// admission bounds the queries and client TCP connections of every
 	// listener together (server.max_concurrent_queries,
-	// max_tcp_connections): one wire.Server per listen address shares it.
-	admission *wire.Admission
+	// max_tcp_connections): one server.Server per listen address shares it.
+	admission *server.Admission
 
 	metrics *metrics.Metrics // always non-nil
 	qlog    *querylog.Logger // or nil: query_log.path is ""
@@ -80,7 +80,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d := &Daemon{cfg: cfg, log: log, opts: opts, admission: wire.NewAdmission(), boot: bootstrap.New(log, nil)}
+	d := &Daemon{cfg: cfg, log: log, opts: opts, admission: server.NewAdmission(), boot: bootstrap.New(log, nil)}
 	defer func() {
 		if err != nil {
 			d.abandon()

@@ -14,8 +14,9 @@ import (
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
-	"github.com/nxdnsd/nxdnsd/wire"
-	"github.com/nxdnsd/nxdnsd/wire/bootstrap"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
+	"github.com/nxdnsd/nxdnsd/wire/transport/bootstrap"
 )
 
 // generation is the query path one configuration builds: the upstream
@@ -24,15 +25,15 @@ import (
 // reload publishes a new one for the queries after it and retires the old
 // one once no query holds it any more (spec section 9).
 type generation struct {
-	cfg        *config.Config     // what it was built from (the running configuration)
-	pool       *actors.Pool       // always non-nil
-	ups        *metrics.Upstreams // the pool's attempt series
-	handler    *query.Handler     // always non-nil
-	keys       []upstreamKey      // by pool index: what decides whether a reload keeps the upstream
-	transports []wire.Transport   // by pool index: the upstream's transport, closed with its actor
-	zones      []wire.Transport   // the forward-zone clients, this generation's own
-	boots      []wire.Transport   // the upstream.bootstrap clients, this generation's own
-	loops      *actors.Loops      // the upstreams' loop checks: the first generation's, handed on by every reload
+	cfg        *config.Config        // what it was built from (the running configuration)
+	pool       *actors.Pool          // always non-nil
+	ups        *metrics.Upstreams    // the pool's attempt series
+	handler    *query.Handler        // always non-nil
+	keys       []upstreamKey         // by pool index: what decides whether a reload keeps the upstream
+	transports []transport.Transport // by pool index: the upstream's transport, closed with its actor
+	zones      []transport.Transport // the forward-zone clients, this generation's own
+	boots      []transport.Transport // the upstream.bootstrap clients, this generation's own
+	loops      *actors.Loops         // the upstreams' loop checks: the first generation's, handed on by every reload
 
 	refs     atomic.Int64  // queries running on it
 	retiring atomic.Bool   // a newer generation is current
@@ -67,8 +68,8 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 	var (
 		specs   []actors.Spec
 		kept    []*actors.Upstream
-		fresh   []wire.Transport   // opened here: closed again on an error
-		sources []bootstrap.Source // the upstreams that need no lookup, in priority order
+		fresh   []transport.Transport // opened here: closed again on an error
+		sources []bootstrap.Source    // the upstreams that need no lookup, in priority order
 	)
 	running := d.boot.Sources()
 	defer func() {
@@ -109,7 +110,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		}
 		k := keyOf(u)
 		if i := prev.find(k); i >= 0 {
-			specs = append(specs, actors.Spec{Name: u.Name, Address: wire.RedactAddress(u.Address), Slots: u.Slots})
+			specs = append(specs, actors.Spec{Name: u.Name, Address: transport.RedactAddress(u.Address), Slots: u.Slots})
 			kept = append(kept, prev.pool.Upstream(i))
 			g.keys = append(g.keys, k)
 			g.transports = append(g.transports, prev.transports[i])
@@ -120,18 +121,18 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		}
 		// The address, ip and ca_file come parsed and loaded by the
 		// configuration's validation: nothing is parsed or read again.
-		opts := []wire.Option{
+		opts := []transport.Option{
 			// One idle connection per slot (tcp, tls, https): every
 			// exchange in flight can reuse one. UDP shares one socket.
-			wire.WithMaxConns(u.Slots), wire.WithMaxIdle(u.Slots),
-			wire.WithDialIP(u.DialIP), wire.WithRootCAs(u.RootCAs),
+			transport.WithMaxConns(u.Slots), transport.WithMaxIdle(u.Slots),
+			transport.WithDialIP(u.DialIP), transport.WithRootCAs(u.RootCAs),
 		}
 		if u.NeedsBootstrap() {
 			// The daemon's one lookup, whatever generation: a reload
 			// that keeps the upstream keeps its transport.
-			opts = append(opts, wire.WithResolver(d.boot))
+			opts = append(opts, transport.WithResolver(d.boot))
 		}
-		t, err := wire.NewTransport(u.Addr, opts...)
+		t, err := transport.NewTransport(u.Addr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}
@@ -139,13 +140,13 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		if !u.NeedsBootstrap() {
 			sources = append(sources, bootstrap.Source{Name: u.Name, Exchanger: t})
 		}
-		var x wire.Exchanger = t
+		var x transport.Exchanger = t
 		if d.opts.exchanger != nil {
 			x = d.opts.exchanger(len(specs), t)
 		}
 		// The address as /api/health shows it: a DoH path is often an
 		// account's secret.
-		specs = append(specs, actors.Spec{Name: u.Name, Address: wire.RedactAddress(u.Address), Slots: u.Slots, Transport: x})
+		specs = append(specs, actors.Spec{Name: u.Name, Address: transport.RedactAddress(u.Address), Slots: u.Slots, Transport: x})
 		kept = append(kept, nil)
 		g.keys = append(g.keys, k)
 		g.transports = append(g.transports, t)
@@ -156,7 +157,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		// sources: plain DNS, UDP and TCP after truncation.
 		sources = nil
 		for _, ap := range p.BootstrapAddrs {
-			f := wire.NewForwarder(ap.String(), p.ReadTimeout())
+			f := transport.NewForwarder(ap.String(), p.ReadTimeout())
 			g.boots = append(g.boots, f)
 			sources = append(sources, bootstrap.Source{Name: "bootstrap " + ap.String(), Exchanger: f})
 		}
@@ -188,7 +189,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 
 	var zones []query.Zone
 	for _, z := range cfg.ForwardZones {
-		f := wire.NewForwarder(z.Resolver, p.ReadTimeout())
+		f := transport.NewForwarder(z.Resolver, p.ReadTimeout())
 		g.zones = append(g.zones, f)
 		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
 	}
@@ -242,8 +243,9 @@ func zoneNames(cfg *config.Config) []string {
 	return zones
 }
 
-// release ends a query's hold on g (front.acquire).
-func (g *generation) release() {
+// Release ends a query's hold on g (front.acquire). It is the
+// query.Hold of a query handed on to a worker, which releases it there.
+func (g *generation) Release() {
 	if g.refs.Add(-1) == 0 && g.retiring.Load() {
 		g.drain.Do(func() { close(g.drained) })
 	}
@@ -290,49 +292,36 @@ type front struct {
 	cur atomic.Pointer[generation] // never nil once the daemon is built
 }
 
-var _ wire.FastHandler = (*front)(nil)
+var _ server.FastHandler = (*front)(nil)
 
-// ServeDNS implements wire.Handler. A query the fast path handed on goes
-// on in the generation that began it, held since then.
-func (f *front) ServeDNS(ctx context.Context, req *wire.Request) []byte {
-	g, ok := query.Held(req.State).(*generation)
-	if !ok {
-		g = f.acquire()
-	}
-	defer g.release()
+// ServeDNS implements server.Handler for a query the fast path did not
+// begin (TCP): the current generation serves it, held until it returns.
+func (f *front) ServeDNS(ctx context.Context, req *server.Request) []byte {
+	g := f.acquire()
+	defer g.Release()
 	return g.handler.ServeDNS(ctx, req)
 }
 
-// ServeFast implements wire.FastHandler: the current generation answers
-// what needs no resolver on the listener's goroutine. A query it hands on
-// keeps the generation held, attached to the query, until ServeDNS has
-// served it (the listener hands every such query to a worker).
-func (f *front) ServeFast(req *wire.Request) (answer []byte, handled bool) {
+// ServeFast implements server.FastHandler: the current generation answers
+// what needs no resolver on the listener's goroutine. The generation is
+// chosen here, once: a query it hands on carries it, held, in its
+// req.Pending, which releases it once the worker has served the query or
+// the listener has abandoned it (query.Handler.ServeFastHolding).
+func (f *front) ServeFast(req *server.Request) (answer []byte, handled bool) {
 	g := f.acquire()
 	defer func() {
 		if r := recover(); r != nil {
-			g.release()
+			g.Release()
 			panic(r) // the listener contains it
 		}
 	}()
-	if answer, handled = g.handler.ServeFast(req); handled {
-		g.release()
-		return answer, true
+	if answer, handled = g.handler.ServeFastHolding(req, g); handled {
+		g.Release()
 	}
-	query.Attach(req.State, g)
-	return nil, false
+	return answer, handled
 }
 
-// Abandon implements wire.FastHandler: a query ServeFast handed on will not
-// be served; its generation is released.
-func (f *front) Abandon(req *wire.Request) {
-	g, ok := query.Held(req.State).(*generation)
-	if !ok {
-		return
-	}
-	g.handler.Abandon(req)
-	g.release()
-}
+var _ query.Hold = (*generation)(nil)
 
 // acquire returns the current generation, held. A reload may publish a new
 // one between the load and the hold: the hold is then given back and the
@@ -345,7 +334,7 @@ func (f *front) acquire() *generation {
 		if f.cur.Load() == g {
 			return g
 		}
-		g.release()
+		g.Release()
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/admin"
 	"github.com/nxdnsd/nxdnsd/config"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -46,16 +46,16 @@ const loopBackoffMax = 30 * time.Second
 // fails as a socket with nobody listening does; after, it goes over a real
 // udp:// transport to that address.
 type lateUpstream struct {
-	mu sync.Mutex     // guards t
-	t  wire.Transport // or nil before to
+	mu sync.Mutex          // guards t
+	t  transport.Transport // or nil before to
 }
 
-func (l *lateUpstream) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+func (l *lateUpstream) Exchange(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 	l.mu.Lock()
 	t := l.t
 	l.mu.Unlock()
 	if t == nil {
-		return wire.Answer{}, &net.OpError{Op: "read", Net: "udp", Err: syscall.ECONNREFUSED}
+		return transport.Answer{}, &net.OpError{Op: "read", Net: "udp", Err: syscall.ECONNREFUSED}
 	}
 	return t.Exchange(ctx, q, expiry)
 }
@@ -65,11 +65,11 @@ func (l *lateUpstream) Exchange(ctx context.Context, q *wire.Query, expiry time.
 // was registered before).
 func (l *lateUpstream) to(tb testing.TB, ap string) {
 	tb.Helper()
-	addr, err := wire.ParseAddress("udp://" + ap)
+	addr, err := transport.ParseAddress("udp://" + ap)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t, err := wire.NewTransport(addr)
+	t, err := transport.NewTransport(addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -130,7 +130,7 @@ address = "udp://192.0.2.1:53" # never used: lateUpstream stands in for it
 		}
 		return nil
 	}))
-	st := startConfig(tb, cfg, log, options{exchanger: func(i int, t wire.Exchanger) wire.Exchanger {
+	st := startConfig(tb, cfg, log, options{exchanger: func(i int, t transport.Exchanger) transport.Exchanger {
 		if i == 0 {
 			return ld.up
 		}
@@ -203,7 +203,7 @@ func (ld *loopDaemon) requireLoop(tb testing.TB, name string) {
 // quiet window after; its next check is 30 s away. The loop is logged
 // once, and /api/health names it.
 //
-// Mutation check: without the check in quick, the check is answered
+// Mutation check: without the check in answerSpecial, the check is answered
 // NXDOMAIN by the special-use names, nothing is found, and the client's
 // query goes round until every slot is taken (the 32 SERVFAILs
 // every few seconds); the wait for the loop times out.

@@ -14,7 +14,7 @@ import (
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
 	"github.com/nxdnsd/nxdnsd/querylog"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // options are New's seams for tests; the zero value is production.
@@ -34,7 +34,7 @@ type options struct {
 
 	// exchanger, when set, wraps upstream i's transport: a test makes one
 	// that holds its slot past any budget.
-	exchanger func(i int, t wire.Exchanger) wire.Exchanger
+	exchanger func(i int, t transport.Exchanger) transport.Exchanger
 
 	// version is nxdnsd's version (RunOptions.Version).
 	version string

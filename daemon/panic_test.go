@@ -8,7 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -20,8 +20,8 @@ import (
 // and its stack.
 func TestPanicInOneQuery(t *testing.T) {
 	up := wiretest.NewServer(t, wiretest.Answer())
-	panicky := func(_ int, x wire.Exchanger) wire.Exchanger {
-		return wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+	panicky := func(_ int, x transport.Exchanger) transport.Exchanger {
+		return transport.ExchangerFunc(func(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 			if strings.HasPrefix(q.Msg.Question[0].Name, "panic.") {
 				panic("injected by the test")
 			}

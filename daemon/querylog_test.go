@@ -12,7 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/metrics/metricstest"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -117,20 +117,20 @@ func TestQueryLogFullThenTruncatedExpiry(t *testing.T) {
 // slot, whatever its deadline, until release is closed: the one way a slot
 // outlives a later query's whole budget, so that query's wait ends at its
 // deadline with nothing attempted.
-func holding(entered chan<- struct{}, release <-chan struct{}) func(int, wire.Exchanger) wire.Exchanger {
-	return func(i int, t wire.Exchanger) wire.Exchanger {
+func holding(entered chan<- struct{}, release <-chan struct{}) func(int, transport.Exchanger) transport.Exchanger {
+	return func(i int, t transport.Exchanger) transport.Exchanger {
 		if i != 0 {
 			return t
 		}
-		return wire.ExchangerFunc(func(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+		return transport.ExchangerFunc(func(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 			if strings.HasPrefix(q.Msg.Question[0].Name, "hold.") {
 				entered <- struct{}{}
 				<-release
 				if err := ctx.Err(); err != nil {
-					return wire.Answer{}, err
+					return transport.Answer{}, err
 				}
 				if !expiry.IsZero() && !time.Now().Before(expiry) {
-					return wire.Answer{}, context.DeadlineExceeded // a late timeout of the holder's own: its full attempt expired
+					return transport.Answer{}, context.DeadlineExceeded // a late timeout of the holder's own: its full attempt expired
 				}
 			}
 			return t.Exchange(ctx, q, expiry)

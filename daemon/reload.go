@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/nxdnsd/nxdnsd/config"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
 )
 
 // ErrStopped is Reload's error once Shutdown has begun.
@@ -239,14 +239,14 @@ func tomlKey(f reflect.StructField) string {
 // an old one without touching the others.
 type listener struct {
 	addr string
-	srv  *wire.Server
+	srv  *server.Server
 }
 
 // newListener returns the (unstarted) server of one listen address, with
 // the running [server] limits.
 func (d *Daemon) newListener(addr string) *listener {
 	s := d.cfg.Server
-	return &listener{addr: addr, srv: &wire.Server{
+	return &listener{addr: addr, srv: &server.Server{
 		Listen:               []string{addr},
 		Handler:              &d.front,
 		TCPIdleTimeout:       s.TCPIdleTimeout(),

@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -224,13 +224,13 @@ enabled = true
 // exchange (probes included) as this host's stack does with no route to
 // the upstream, and otherwise passes it on.
 type unroutable struct {
-	wire.Exchanger
+	transport.Exchanger
 	cut *atomic.Bool
 }
 
-func (u unroutable) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+func (u unroutable) Exchange(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 	if u.cut.Load() {
-		return wire.Answer{}, &net.OpError{Op: "dial", Net: "udp", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}
+		return transport.Answer{}, &net.OpError{Op: "dial", Net: "udp", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}
 	}
 	return u.Exchanger.Exchange(ctx, q, expiry)
 }
@@ -266,7 +266,7 @@ address = "udp://`+addrs[0]+`"
 [[upstreams]]
 name = "cloudflare"
 address = "udp://`+addrs[1]+`"
-`, options{version: "1.2.3-test", exchanger: func(_ int, x wire.Exchanger) wire.Exchanger { return unroutable{x, &cut} }})
+`, options{version: "1.2.3-test", exchanger: func(_ int, x transport.Exchanger) transport.Exchanger { return unroutable{x, &cut} }})
 	for _, name := range []string{"example.com.", "www.example.org."} {
 		if r := ask(t, "udp", s.udp, wiretest.Query(name, dns.TypeA)); r.Rcode != dns.RcodeServerFailure {
 			t.Fatalf("%s without a route: %s, want SERVFAIL", name, dns.RcodeToString[r.Rcode])

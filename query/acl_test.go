@@ -7,7 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
 )
 
 // A client outside Allow is answered REFUSED with EDE 18 and nothing else
@@ -21,7 +21,7 @@ func TestAllow(t *testing.T) {
 	askFrom := func(h *Handler, client string) *dns.Msg {
 		t.Helper()
 		raw := mustPack(t, withEDNS(newQuery("example.com.", dns.TypeA), 1232, false))
-		out := h.ServeDNS(context.Background(), &wire.Request{Raw: raw, Proto: ProtoUDP, Client: netip.MustParseAddrPort(client)})
+		out := h.ServeDNS(context.Background(), &server.Request{Raw: raw, Proto: ProtoUDP, Client: netip.MustParseAddrPort(client)})
 		m := new(dns.Msg)
 		if err := m.Unpack(out); err != nil {
 			t.Fatalf("%s: %v", client, err)

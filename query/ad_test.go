@@ -11,7 +11,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // validatingPool answers like a validating resolver (Unbound): with AD
@@ -41,7 +42,7 @@ func newValidatingPool(tb testing.TB) *validatingPool {
 		if q.IsEdns0() != nil {
 			m.SetEdns0(1232, do)
 		}
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})}
 	}}
 	return p
 }
@@ -61,10 +62,10 @@ func adQuery(name string, ad, do bool) *dns.Msg {
 // the answer; handled false when it needs the worker.
 func serveFast(tb testing.TB, h *Handler, q *dns.Msg) (*dns.Msg, bool) {
 	tb.Helper()
-	req := &wire.Request{Raw: mustPack(tb, q), Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+	req := &server.Request{Raw: mustPack(tb, q), Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
 	out, handled := h.ServeFast(req)
 	if !handled {
-		h.Abandon(req)
+		req.Pending.Abandon()
 		return nil, false
 	}
 	m := new(dns.Msg)

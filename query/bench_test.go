@@ -8,7 +8,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // instantPool answers at once with a fresh message around shared, never
@@ -19,7 +20,7 @@ type instantPool struct {
 	answer []dns.RR
 }
 
-func (p *instantPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, trail []actors.Attempt) actors.Result {
+func (p *instantPool) Exchange(_ context.Context, q *transport.Query, _ time.Time, trail []actors.Attempt) actors.Result {
 	m := &dns.Msg{
 		MsgHdr:   dns.MsgHdr{Id: q.Msg.Id, Response: true, RecursionDesired: true, RecursionAvailable: true},
 		Question: q.Msg.Question,
@@ -29,7 +30,7 @@ func (p *instantPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, tr
 	opt.SetUDPSize(1232)
 	m.Extra = []dns.RR{opt}
 	trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
-	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
+	return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 }
 
 // BenchmarkServePool measures the query path around the pool: raw query in
@@ -70,14 +71,14 @@ type instantRawPool struct {
 
 const wireID = 0x5EED
 
-func (p *instantRawPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, trail []actors.Attempt) actors.Result {
+func (p *instantRawPool) Exchange(_ context.Context, q *transport.Query, _ time.Time, trail []actors.Attempt) actors.Result {
 	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], p.answer)]
-	l, ok := wire.LayoutAnswer(q.Packed, b, wireID)
+	l, ok := dnsmsg.LayoutAnswer(q.Packed, b, wireID)
 	if !ok {
 		panic("instantRawPool: the answer does not pass LayoutAnswer")
 	}
 	trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
-	return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: "primary", Attempts: trail}
+	return actors.Result{Answer: transport.Answer{Raw: b, Layout: l}, Upstream: "primary", Attempts: trail}
 }
 
 // BenchmarkServeWire is BenchmarkServePool on the byte path, with the
@@ -136,19 +137,19 @@ func BenchmarkServeLocal(b *testing.B) {
 // memoryUpstream is an in-memory udp:// upstream on the byte path: it
 // answers every query with a packed answer written into the query's
 // buffer under the query's wire ID, and validates it with LayoutAnswer,
-// which is what wire.UDP does with the datagram it reads.
+// which is what transport.UDP does with the datagram it reads.
 type memoryUpstream struct {
 	answer []byte
 }
 
-func (u *memoryUpstream) Exchange(_ context.Context, q *wire.Query, _ time.Time) (wire.Answer, error) {
+func (u *memoryUpstream) Exchange(_ context.Context, q *transport.Query, _ time.Time) (transport.Answer, error) {
 	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], u.answer)]
 	b[0], b[1] = q.Packed[0], q.Packed[1]
-	l, ok := wire.LayoutAnswer(q.Packed, b, uint16(b[0])<<8|uint16(b[1]))
+	l, ok := dnsmsg.LayoutAnswer(q.Packed, b, uint16(b[0])<<8|uint16(b[1]))
 	if !ok {
 		panic("memoryUpstream: the answer does not pass LayoutAnswer")
 	}
-	return wire.Answer{Raw: b, Layout: l}, nil
+	return transport.Answer{Raw: b, Layout: l}, nil
 }
 
 // newForwardingPath builds BenchmarkServeThroughPool's handler: the real

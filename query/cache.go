@@ -9,7 +9,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // CacheConfig turns the answer cache on (spec section 10). The zero value
@@ -68,12 +69,12 @@ func (r *request) fromCache(hit cache.Hit, now time.Time, staleTTL uint32, ede u
 	out := hit.AppendAnswer(buf[:0], r.id, r.questionBytes(), now, staleTTL)
 	// The client's RD, not the one of the query that filled the entry;
 	// the upstream's AD, for a client that may have it (keepsAD).
-	flags := wire.Flags(out) &^ wire.FlagRD
+	flags := dnsmsg.Flags(out) &^ dnsmsg.FlagRD
 	if r.rd {
-		flags |= wire.FlagRD
+		flags |= dnsmsg.FlagRD
 	}
 	if !r.keepsAD() {
-		flags &^= wire.FlagAD
+		flags &^= dnsmsg.FlagAD
 	}
 	binary.BigEndian.PutUint16(out[2:], flags)
 	rcode := hit.Rcode()
@@ -98,14 +99,14 @@ func (r *request) fromCache(hit cache.Hit, now time.Time, staleTTL uint32, ede u
 
 // questionBytes is the client's question section as it sent it.
 func (r *request) questionBytes() []byte {
-	n := wire.QuestionLen(r.raw[wire.HeaderLen:])
-	return r.raw[wire.HeaderLen : wire.HeaderLen+n]
+	n := dnsmsg.QuestionLen(r.raw[dnsmsg.HeaderLen:])
+	return r.raw[dnsmsg.HeaderLen : dnsmsg.HeaderLen+n]
 }
 
 // store puts a resolver's answer to r in the cache: its bytes as they
 // came, or the parsed message packed again (never one that may hold a
 // record parsed leniently: its bytes may not parse).
-func (h *Handler) store(k cache.Key, a wire.Answer, now time.Time) {
+func (h *Handler) store(k cache.Key, a transport.Answer, now time.Time) {
 	raw := a.Raw
 	if raw == nil {
 		if a.Msg == nil || mayBeLenient(a.Msg) {
@@ -128,13 +129,15 @@ func (h *Handler) remember(ctx context.Context, k cache.Key, err error, now time
 	h.cache.Cache.PutFailure(k, now)
 }
 
-// fromCacheQuick is quick's cache step (spec section 3, step 3): a fresh
-// entry answers at once (and may start a prefetch), a remembered failure
-// answers SERVFAIL with EDE 13; a stale entry or a miss is noted for slow.
-func (h *Handler) fromCacheQuick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
-	r, e := &s.req, &s.entry
+// fromCacheQuick is the cache's fast step (spec section 3, step 4): a
+// fresh entry answers at once (and may start a prefetch), a remembered
+// failure answers SERVFAIL with EDE 13; a stale entry or a miss, and the
+// query's key, are noted for the waiting steps.
+func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int, done bool) {
+	r, e, buf := &s.req, &s.entry, s.buf
 	now := e.Time
-	k := r.cacheKey()
+	s.key = r.cacheKey()
+	k := s.key
 	hit, st := h.cache.Cache.Get(k, now)
 	switch st {
 	case cache.Fresh:

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // The cache policy of the tests: the shipped defaults of spec section 2.
@@ -102,7 +102,7 @@ func negativePool(tb testing.TB, soa bool) *fakePool {
 		m := new(dns.Msg)
 		m.SetRcode(q, dns.RcodeNameError)
 		m.Ns = auth
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary"}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary"}
 	}}
 }
 
@@ -196,7 +196,7 @@ func newSwitchablePool(tb testing.TB, rcode int) *switchablePool {
 		} else {
 			m.Ns = soa
 		}
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary"}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary"}
 	}}
 	return p
 }

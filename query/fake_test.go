@@ -12,7 +12,9 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // *actors.Pool is what the daemon passes as Pool.
@@ -42,7 +44,7 @@ type fakePool struct {
 	OnExchange func(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result
 }
 
-func (p *fakePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []actors.Attempt) actors.Result {
+func (p *fakePool) Exchange(ctx context.Context, q *transport.Query, arrival time.Time, trail []actors.Attempt) actors.Result {
 	p.mu.Lock()
 	p.calls++
 	// q is the query path's, valid only during the call.
@@ -109,7 +111,7 @@ func answeringPool(tb testing.TB, records ...string) *fakePool {
 			m.SetEdns0(4096, o.Do())
 		}
 		trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 	}}
 }
 
@@ -184,7 +186,7 @@ func serve(ctx context.Context, h *Handler, raw []byte, proto string) []byte {
 // serveInto is serve with buf as the memory for the answer, as a listener
 // lends it.
 func serveInto(ctx context.Context, h *Handler, raw []byte, proto string, buf []byte) []byte {
-	return h.ServeDNS(ctx, &wire.Request{Raw: raw, Proto: proto, Client: testClient, Answer: buf})
+	return h.ServeDNS(ctx, &server.Request{Raw: raw, Proto: proto, Client: testClient, Answer: buf})
 }
 
 // exchange packs q, serves it over proto and unpacks the answer, failing
@@ -254,7 +256,7 @@ type countingExchanger struct {
 	fn         func(ctx context.Context, q *dns.Msg) (*dns.Msg, error)
 }
 
-func (c *countingExchanger) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+func (c *countingExchanger) Exchange(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 	c.mu.Lock()
 	c.calls++
 	// q is the query path's, valid only during the call.
@@ -263,7 +265,7 @@ func (c *countingExchanger) Exchange(ctx context.Context, q *wire.Query, expiry 
 	c.lastExpiry = expiry
 	c.mu.Unlock()
 	m, err := c.fn(ctx, q.Msg)
-	return wire.Answer{Msg: m}, err
+	return transport.Answer{Msg: m}, err
 }
 
 func (c *countingExchanger) Calls() int {
@@ -279,7 +281,7 @@ type byteZone struct {
 	raws *atomic.Int64
 }
 
-func (z byteZone) Exchange(ctx context.Context, q *wire.Query, expiry time.Time) (wire.Answer, error) {
+func (z byteZone) Exchange(ctx context.Context, q *transport.Query, expiry time.Time) (transport.Answer, error) {
 	a, err := z.countingExchanger.Exchange(ctx, q, expiry)
 	if err != nil {
 		return a, err
@@ -316,10 +318,10 @@ func resolverFailing(err error) *countingExchanger {
 
 // bytePool is a fakePool on the byte path: it packs the fake's answer
 // into the query's buffer, as a transport reads one, and hands it over as
-// bytes when wire.LayoutAnswer vouches for them, as a message otherwise.
+// bytes when dnsmsg.LayoutAnswer vouches for them, as a message otherwise.
 type bytePool struct{ *fakePool }
 
-func (p bytePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []actors.Attempt) actors.Result {
+func (p bytePool) Exchange(ctx context.Context, q *transport.Query, arrival time.Time, trail []actors.Attempt) actors.Result {
 	res := p.fakePool.Exchange(ctx, q, arrival, trail)
 	var raw bool
 	if res.Answer, raw = onBytePath(q, res.Answer); raw {
@@ -332,9 +334,9 @@ func (p bytePool) Exchange(ctx context.Context, q *wire.Query, arrival time.Time
 
 // onBytePath turns a fake's message answer to q into what a transport
 // reading bytes hands over: packed into q.Buf under a wire ID, as bytes
-// when wire.LayoutAnswer vouches for them (raw true), as the message
+// when dnsmsg.LayoutAnswer vouches for them (raw true), as the message
 // otherwise.
-func onBytePath(q *wire.Query, a wire.Answer) (_ wire.Answer, raw bool) {
+func onBytePath(q *transport.Query, a transport.Answer) (_ transport.Answer, raw bool) {
 	if a.Msg == nil {
 		return a, false
 	}
@@ -344,11 +346,11 @@ func onBytePath(q *wire.Query, a wire.Answer) (_ wire.Answer, raw bool) {
 	if err != nil {
 		panic(err) // the fakes' answers pack
 	}
-	l, ok := wire.LayoutAnswer(q.Packed, b, wireID)
+	l, ok := dnsmsg.LayoutAnswer(q.Packed, b, wireID)
 	if !ok {
 		return a, false
 	}
-	return wire.Answer{Raw: b, Layout: l}, true
+	return transport.Answer{Raw: b, Layout: l}, true
 }
 
 // poolKinds serves a test's fakePool with and without the byte path.

@@ -10,7 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // The fakes and seeds of the fuzz targets in fuzz_test.go.
@@ -22,7 +22,7 @@ func newFuzzHandler(tb testing.TB, hooks Hooks) *Handler {
 	h, err := NewHandler(HandlerConfig{
 		Records: fuzzRecords(tb),
 		Zones: []Zone{{Name: "lan.", Resolver: "192.0.2.53:53",
-			Client: wire.MsgFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, error) {
+			Client: transport.MsgFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, error) {
 				return answerFromQuery(q)
 			})}},
 		Pool: &fakePool{OnExchange: func(_ context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
@@ -30,7 +30,7 @@ func newFuzzHandler(tb testing.TB, hooks Hooks) *Handler {
 			if err != nil {
 				return actors.Result{Err: err, Upstream: "primary", Attempts: trail}
 			}
-			return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
+			return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 		}},
 		Hooks: hooks,
 	})

@@ -12,7 +12,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // The fuzz targets of the query path. Their seed corpora are the f.Add
@@ -50,7 +51,7 @@ func FuzzServe(f *testing.F) {
 		before := answered.Load()
 		out := serve(context.Background(), h, raw, proto)
 
-		dropped := len(raw) < wire.HeaderLen || raw[2]&0x80 != 0
+		dropped := len(raw) < dnsmsg.HeaderLen || raw[2]&0x80 != 0
 		if out == nil {
 			if !dropped {
 				t.Fatalf("ServeDNS dropped a %d-byte query with a readable header and QR clear", len(raw))
@@ -127,7 +128,7 @@ func fuzzClientLimit(proto string, q *dns.Msg, qErr error) int {
 	if n != 1 {
 		return dns.MinMsgSize
 	}
-	return min(max(int(opt.UDPSize()), dns.MinMsgSize), wire.EDNSSize)
+	return min(max(int(opt.UDPSize()), dns.MinMsgSize), dnsmsg.EDNSSize)
 }
 
 func sameQuestions(a, b []dns.Question) bool {
@@ -156,7 +157,7 @@ func FuzzUpstreamAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, upstream []byte, size uint16, do, tcp bool) {
 		from := new(dns.Msg)
 		if err := from.Unpack(upstream); err != nil {
-			// A transport reports that as wire.ErrMalformed, never hands
+			// A transport reports that as transport.ErrMalformed, never hands
 			// it on; FuzzServe covers the SERVFAIL the pool's error
 			// becomes.
 			return
@@ -166,7 +167,7 @@ func FuzzUpstreamAnswer(f *testing.F) {
 		repackErr := roundTrip(from)
 
 		h, err := NewHandler(HandlerConfig{Pool: &fakePool{OnExchange: func(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-			return actors.Result{Answer: wire.Answer{Msg: from}, Upstream: "primary"}
+			return actors.Result{Answer: transport.Answer{Msg: from}, Upstream: "primary"}
 		}}})
 		if err != nil {
 			t.Fatal(err)
@@ -284,7 +285,7 @@ func TestServeUpstreamShortRdata(t *testing.T) {
 			}
 
 			h, _ := newTestHandler(t, HandlerConfig{Pool: &fakePool{OnExchange: func(context.Context, *dns.Msg, []actors.Attempt) actors.Result {
-				return actors.Result{Answer: wire.Answer{Msg: received}, Upstream: "primary"}
+				return actors.Result{Answer: transport.Answer{Msg: received}, Upstream: "primary"}
 			}}})
 			m, _ := exchange(t, h, q, ProtoUDP) // fails unless the answer parses
 			checkEcho(t, q, m)
@@ -367,15 +368,15 @@ type bytesPool struct {
 	raw      bool // the last answer went as bytes
 }
 
-func (p *bytesPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, trail []actors.Attempt) actors.Result {
+func (p *bytesPool) Exchange(_ context.Context, q *transport.Query, _ time.Time, trail []actors.Attempt) actors.Result {
 	b := q.Buf[:copy(q.Buf[:cap(q.Buf)], p.upstream)]
 	if len(b) >= 2 {
 		copy(b, q.Packed[:2])
 	}
 	id := binary.BigEndian.Uint16(q.Packed)
-	if l, ok := wire.LayoutAnswer(q.Packed, b, id); ok && b[2]&0x02 == 0 {
+	if l, ok := dnsmsg.LayoutAnswer(q.Packed, b, id); ok && b[2]&0x02 == 0 {
 		p.raw = true
-		return actors.Result{Answer: wire.Answer{Raw: b, Layout: l}, Upstream: "primary", Attempts: trail}
+		return actors.Result{Answer: transport.Answer{Raw: b, Layout: l}, Upstream: "primary", Attempts: trail}
 	}
 	m := new(dns.Msg)
 	if err := m.Unpack(b); err != nil || !m.Response || m.Rcode == dns.RcodeRefused || len(m.Question) != 1 ||
@@ -384,7 +385,7 @@ func (p *bytesPool) Exchange(_ context.Context, q *wire.Query, _ time.Time, trai
 		return actors.Result{Err: actors.ErrAllFailed, Upstream: "primary", Attempts: trail}
 	}
 	m.Id = q.Msg.Id
-	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
+	return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 }
 
 // FuzzUpstreamBytes is FuzzUpstreamAnswer on the byte path: whatever bytes

@@ -1,7 +1,6 @@
 // Package query is nxdnsd's query path: raw client bytes in, raw answer
 // bytes out, following the resolution order of the specification (section
-// 3): malformed queries, special-use names, local records, forward zones,
-// then the upstream pool.
+// 3), which order.go lists step by step.
 package query
 
 import (
@@ -16,7 +15,8 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // HandlerConfig is what a Handler serves. The daemon translates the
@@ -113,30 +113,42 @@ func (h *Handler) Close() {
 // append has to grow it: one per upstream tried, and most queries need one.
 const trailCap = 4
 
-// scratch is the per-query memory ServeDNS reuses: the entry handed to Hooks
-// and the attempt trail handed to the pool. Both contracts forbid keeping
-// them, which is what makes the reuse safe.
+// scratch is one query on its way down the resolution order: the memory
+// ServeDNS reuses (the entry handed to Hooks and the attempt trail handed
+// to the pool, whose contracts forbid keeping them, which makes the reuse
+// safe) and what the steps found for the later ones. A query ServeFast
+// hands on travels to its worker as a scratch: it is the server.Pending.
 type scratch struct {
+	h      *Handler // the handler the query began in, which finishes it
 	req    request
 	entry  Entry
 	trail  [trailCap]actors.Attempt
-	wq     wire.Query
+	wq     transport.Query
 	packed [packedQueryLen]byte
 
-	// What quick found, for slow: r's forward zone (nil: the pool) and
-	// its cache entry.
+	// buf is the listener's memory for the answer (its capacity).
+	buf []byte
+
+	// What the fast steps found, for the waiting ones: the forward zone
+	// (nil: the pool), and with the cache on the query's key, entry and
+	// its state.
 	zone  *Zone
+	key   cache.Key
 	hit   cache.Hit
 	state cache.State
 
-	// held is what the caller of ServeFast attached to the query it
-	// handed on (see Attach): it travels with the query to ServeDNS.
-	held any
+	// hold, or nil, is what the caller of ServeFastHolding keeps held for
+	// a query handed on, released once the query has ended.
+	hold Hold
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+func getScratch(h *Handler) *scratch {
+	s := scratchPool.Get().(*scratch)
+	s.h = h
+	return s
+}
 
 // putScratch keeps s for another query, dropping references to this
 // query's messages and errors.
@@ -146,8 +158,9 @@ func putScratch(s *scratch) {
 }
 
 var (
-	_ wire.Handler     = (*Handler)(nil)
-	_ wire.FastHandler = (*Handler)(nil)
+	_ server.Handler     = (*Handler)(nil)
+	_ server.FastHandler = (*Handler)(nil)
+	_ server.Pending     = (*scratch)(nil)
 )
 
 // ServeDNS answers one raw client query, req.Raw, that arrived over
@@ -162,82 +175,92 @@ var (
 // Hooks.QueryDone hears of every answered query before ServeDNS returns.
 // ctx bounds the resolution; the pool and the zone resolvers also apply
 // their own deadlines. req.Raw is read only during the call and not
-// retained. When req.State holds what ServeFast left of the query, ServeDNS
-// goes on from there.
-func (h *Handler) ServeDNS(ctx context.Context, req *wire.Request) []byte {
-	s, resumed := req.State.(*scratch)
-	if resumed {
-		req.State = nil
-		s.req.rebase(req.Raw)
-	} else {
-		s = getScratch()
-		if !h.prepare(s, req) {
-			putScratch(s)
-			return nil
-		}
-		if m, out, rcode, done := h.quick(s, req.Answer); done {
-			defer putScratch(s)
-			return h.finish(s, m, out, rcode)
-		}
+// retained. A query ServeFast handed on (req.Pending) goes on from there,
+// in the Handler that began it.
+func (h *Handler) ServeDNS(ctx context.Context, req *server.Request) []byte {
+	if s, ok := req.Pending.(*scratch); ok {
+		req.Pending = nil
+		return s.Serve(ctx, req)
 	}
+	s := getScratch(h)
 	defer putScratch(s)
-	m, out, rcode := h.slow(ctx, s, req.Answer)
+	if !h.prepare(s, req) {
+		return nil
+	}
+	if m, out, rcode, done := h.resolveFast(s); done {
+		return h.finish(s, m, out, rcode)
+	}
+	m, out, rcode := h.resolveWaiting(ctx, s)
 	return h.finish(s, m, out, rcode)
 }
 
-// ServeFast answers, without waiting for anything, the queries that need
-// no resolver: malformed ones, special-use names, local records, fresh
-// cache hits and remembered failures; the listener calls it on its own
-// goroutine, before it hands a query to a worker (wire.FastHandler). For
-// any other query it returns handled false and leaves its work in
-// req.State, where ServeDNS picks it up. An answer is built in req.Answer
-// when it fits; a dropped query is handled, with a nil answer.
-func (h *Handler) ServeFast(req *wire.Request) (answer []byte, handled bool) {
-	s := getScratch()
+// ServeFast answers, without waiting for anything, the queries the fast
+// steps of the resolution order answer (order.go): malformed ones,
+// special-use names, local records, fresh cache hits and remembered
+// failures; the listener calls it on its own goroutine, before it hands a
+// query to a worker (server.FastHandler). For any other query it returns
+// handled false and sets req.Pending, whose Serve runs the waiting steps.
+// An answer is built in req.Answer when it fits; a dropped query is
+// handled, with a nil answer.
+func (h *Handler) ServeFast(req *server.Request) (answer []byte, handled bool) {
+	return h.ServeFastHolding(req, nil)
+}
+
+// Hold is what the caller of ServeFastHolding keeps held for a query: the
+// daemon's configuration generation, which must outlive every query that
+// began in it.
+type Hold interface {
+	Release()
+}
+
+// ServeFastHolding is ServeFast for a caller that holds hold (or nil) for
+// the query: a query it hands on carries hold in its req.Pending and
+// releases it once it has been served or abandoned; for a query it answers
+// (or a panic) hold stays the caller's to release.
+func (h *Handler) ServeFastHolding(req *server.Request, hold Hold) (answer []byte, handled bool) {
+	s := getScratch(h)
 	if !h.prepare(s, req) {
 		putScratch(s)
 		return nil, true
 	}
-	m, out, rcode, done := h.quick(s, req.Answer)
+	m, out, rcode, done := h.resolveFast(s)
 	if !done {
-		req.State = s
+		s.hold = hold
+		req.Pending = s
 		return nil, false
 	}
 	defer putScratch(s)
 	return h.finish(s, m, out, rcode), true
 }
 
-// Attach attaches v to a query that ServeFast handed on in state (its
-// Request.State), for the caller to find again with Held when ServeDNS is
-// called with that state: a server that runs handlers of several
-// configurations keeps the one that began the query held until it ends.
-func Attach(state, v any) {
-	if s, ok := state.(*scratch); ok {
-		s.held = v
-	}
+// Serve finishes a query ServeFast handed on (server.Pending): the waiting
+// steps, on the worker's goroutine, with req the worker's copy of the
+// query. Then it releases the query's hold.
+func (s *scratch) Serve(ctx context.Context, req *server.Request) []byte {
+	defer s.end()
+	s.req.rebase(req.Raw)
+	s.buf = req.Answer
+	m, out, rcode := s.h.resolveWaiting(ctx, s)
+	return s.h.finish(s, m, out, rcode)
 }
 
 // Abandon gives back what ServeFast kept for a query it handed on that
-// will not be served after all (the listener refused it: overload): the
-// state's memory. What was attached to it is the caller's to release.
-func (h *Handler) Abandon(req *wire.Request) {
-	if s, ok := req.State.(*scratch); ok {
-		putScratch(s)
-	}
-	req.State = nil
-}
+// will not be served after all (the listener refused it: overload), and
+// releases its hold (server.Pending).
+func (s *scratch) Abandon() { s.end() }
 
-// Held returns what Attach attached to the query in state, or nil.
-func Held(state any) any {
-	if s, ok := state.(*scratch); ok {
-		return s.held
+// end releases s's hold and gives s back.
+func (s *scratch) end() {
+	hold := s.hold
+	putScratch(s)
+	if hold != nil {
+		hold.Release()
 	}
-	return nil
 }
 
 // prepare parses req into s and starts its entry; false means the query
 // is to be dropped.
-func (h *Handler) prepare(s *scratch, req *wire.Request) bool {
+func (h *Handler) prepare(s *scratch, req *server.Request) bool {
 	start := time.Now()
 	r := &s.req
 	ok, reject := parse(r, req.Raw, req.Proto)
@@ -245,6 +268,7 @@ func (h *Handler) prepare(s *scratch, req *wire.Request) bool {
 		return false
 	}
 	r.reject = reject
+	s.buf = req.Answer
 	e := &s.entry
 	e.Time, e.Client, e.Proto = start, req.Client, req.Proto
 	if len(r.msg.Question) > 0 {
@@ -278,39 +302,6 @@ func (h *Handler) finish(s *scratch, m *dns.Msg, out []byte, rcode int) []byte {
 	return out
 }
 
-// quick is the resolution order up to the answers that need no waiting
-// (spec section 3, steps 1 to 3): a refusal from step 1, special-use names,
-// local records, the refusal of what is never forwarded (unforwarded),
-// and with the cache on, a fresh entry or a remembered failure. Otherwise
-// it notes r's zone and cache state for slow and reports done false.
-func (h *Handler) quick(s *scratch, buf []byte) (m *dns.Msg, out []byte, rcode int, done bool) {
-	r, e := &s.req, &s.entry
-	if !h.Allows(e.Client.Addr()) {
-		e.Source = SourceRefused
-		return withEDE(r.reply(dns.RcodeRefused), edeProhibited, ""), nil, 0, true
-	}
-	if r.reject != dns.RcodeSuccess {
-		return r.reply(r.reject), nil, 0, true
-	}
-	if m := h.special(r, e); m != nil {
-		e.Source = SourceSpecial
-		return m, nil, 0, true
-	}
-	if m := h.local.answer(r); m != nil {
-		e.Source = SourceLocal
-		return m, nil, 0, true
-	}
-	if m := r.unforwarded(); m != nil {
-		e.Source = SourceRefused
-		return m, nil, 0, true
-	}
-	s.zone = h.zones.match(r.lname)
-	if h.cache.Cache == nil {
-		return nil, nil, 0, false
-	}
-	return h.fromCacheQuick(s, buf)
-}
-
 // Allows reports whether a is one of the clients served (HandlerConfig.Allow).
 func (h *Handler) Allows(a netip.Addr) bool {
 	if h.open {
@@ -323,37 +314,4 @@ func (h *Handler) Allows(a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// slow resolves what quick could not answer: through the cache's stale
-// path, a forward zone or the pool.
-func (h *Handler) slow(ctx context.Context, s *scratch, buf []byte) (*dns.Msg, []byte, int) {
-	r, e, z := &s.req, &s.entry, s.zone
-	if h.cache.Cache == nil {
-		return h.resolveFrom(ctx, r, z, e, s, buf, nil)
-	}
-	k := r.cacheKey()
-	if s.state == cache.Stale && h.cache.ServeStale {
-		return h.resolveStale(ctx, r, z, k, s.hit, e, s, buf)
-	}
-	return h.resolveFrom(ctx, r, z, e, s, buf, &k)
-}
-
-// resolveFrom answers r from its forward zone z, or the pool when z is nil,
-// and with a cache key k (or nil) stores the answer or remembers the
-// failure.
-func (h *Handler) resolveFrom(ctx context.Context, r *request, z *Zone, e *Entry, s *scratch, buf []byte, k *cache.Key) (*dns.Msg, []byte, int) {
-	q := r.query(s, buf)
-	switch {
-	case q == nil:
-		// A query that parsed but does not pack again: nobody is asked.
-		e.Source = SourcePool
-		if z != nil {
-			e.Source = SourceForwardZone
-		}
-		return r.reply(dns.RcodeServerFailure), nil, 0
-	case z != nil:
-		return h.forward(ctx, r, z, q, e, k)
-	}
-	return h.fromPool(ctx, r, q, e, s, k)
 }

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -104,7 +104,7 @@ func TestServeConcurrentQueriesKeepTheirOwn(t *testing.T) {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		m.Answer = mustRRs(t, fmt.Sprintf("%s 60 IN TXT \"%d\"", q.Question[0].Name, n))
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: names[n%2], Attempts: trail}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: names[n%2], Attempts: trail}
 	}}
 	hooks := &consistencyHooks{}
 	h, err := NewHandler(HandlerConfig{Pool: pool, Hooks: hooks})

@@ -13,7 +13,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // A handler whose pool's only upstream is the handler itself, in memory:
@@ -25,7 +26,7 @@ import (
 // the check. A client query then gets SERVFAIL from the pool, which tries
 // nothing: the handler served two queries in all.
 //
-// Mutation check: without the loop hook in quick the check is answered by
+// Mutation check: without the loop hook in answerSpecial the check is answered by
 // the special-use names and never reported; the probe behind it goes
 // round the loop until its deadline, and the upstream is not "loop".
 func TestSelfLoopFoundThroughTheHandler(t *testing.T) {
@@ -35,13 +36,13 @@ func TestSelfLoopFoundThroughTheHandler(t *testing.T) {
 		var h *Handler
 		var mu sync.Mutex
 		var looped []string
-		self := wire.MsgFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+		self := transport.MsgFunc(func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 			<-ready
 			raw, err := m.Pack()
 			if err != nil {
 				return nil, err
 			}
-			out := h.ServeDNS(ctx, &wire.Request{Raw: raw, Proto: ProtoUDP, Client: testClient})
+			out := h.ServeDNS(ctx, &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient})
 			a := new(dns.Msg)
 			if err := a.Unpack(out); err != nil {
 				return nil, err
@@ -179,7 +180,7 @@ func TestLoopCheckNames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		loops := actors.NewLoops()
 		sent := make(chan string, 1)
-		honest := wire.MsgFunc(func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
+		honest := transport.MsgFunc(func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
 			r := new(dns.Msg)
 			r.SetReply(m)
 			if strings.HasSuffix(m.Question[0].Name, "."+actors.LoopCheckZone) {

@@ -9,7 +9,8 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Pool is the upstream pool as the query path sees it; *actors.Pool
@@ -23,7 +24,7 @@ import (
 // then owns and modifies, or as bytes in q.Buf. The pool must not keep q,
 // the answer nor trail after returning.
 type Pool interface {
-	Exchange(ctx context.Context, q *wire.Query, arrival time.Time, trail []actors.Attempt) actors.Result
+	Exchange(ctx context.Context, q *transport.Query, arrival time.Time, trail []actors.Attempt) actors.Result
 }
 
 // fromPool answers r through the pool: the upstream's answer as it is, or
@@ -32,7 +33,7 @@ type Pool interface {
 //
 // With a cache key k (nil: no cache) the answer is stored, or the failure
 // remembered.
-func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *Entry, s *scratch, k *cache.Key) (*dns.Msg, []byte, int) {
+func (h *Handler) fromPool(ctx context.Context, r *request, q *transport.Query, e *Entry, s *scratch, k *cache.Key) (*dns.Msg, []byte, int) {
 	q.Client = e.Client.Addr()
 	res := h.pool.Exchange(ctx, q, e.Time, s.trail[:0])
 	e.Source = SourcePool
@@ -64,7 +65,7 @@ func (h *Handler) fromPool(ctx context.Context, r *request, q *wire.Query, e *En
 // answer makes a resolver's answer to q the client's: bytes edited in
 // place (ID, the client's spelling of the question, OPT) when they fit the
 // client, else a message adopted (see adopt) for the caller to pack.
-func (r *request) answer(q *wire.Query, a wire.Answer) (*dns.Msg, []byte, int) {
+func (r *request) answer(q *transport.Query, a transport.Answer) (*dns.Msg, []byte, int) {
 	m := a.Msg
 	switch {
 	case a.Raw != nil:
@@ -93,14 +94,14 @@ const minAnswerBuf = 4096
 // slice when it does not fit there), the answer to be read into buf, or
 // into a buffer of its own when buf holds less than the client's UDP size
 // or minAnswerBuf. It returns nil when r does not pack.
-func (r *request) query(s *scratch, buf []byte) *wire.Query {
+func (r *request) query(s *scratch, buf []byte) *transport.Query {
 	packed, err := r.packTrimmed(s.packed[:])
 	if err != nil {
 		return nil
 	}
-	if size := max(wire.ClientUDPSize(&r.msg), minAnswerBuf); cap(buf) < size {
+	if size := max(dnsmsg.ClientUDPSize(&r.msg), minAnswerBuf); cap(buf) < size {
 		buf = make([]byte, 0, size+optLen)
 	}
-	s.wq = wire.Query{Msg: &r.msg, Packed: packed, Buf: buf[:0]}
+	s.wq = transport.Query{Msg: &r.msg, Packed: packed, Buf: buf[:0]}
 	return &s.wq
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 func TestServePoolAnswer(t *testing.T) {
@@ -35,7 +36,7 @@ func TestServePoolAnswer(t *testing.T) {
 				trail = append(trail,
 					actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeExpired, Duration: 2500 * time.Millisecond, Err: expired},
 					actors.Attempt{Upstream: "secondary", Outcome: actors.OutcomeAnswer, Duration: 8 * time.Millisecond})
-				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "secondary", Queued: 3 * time.Millisecond, Attempts: trail}
+				return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "secondary", Queued: 3 * time.Millisecond, Attempts: trail}
 			}}
 			h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 			q := newQuery("ExAmple.COM.", dns.TypeA)
@@ -102,7 +103,7 @@ func TestServePoolErrors(t *testing.T) {
 			if len(m.Answer)+len(m.Ns) != 0 {
 				t.Errorf("SERVFAIL carries records: %v %v", m.Answer, m.Ns)
 			}
-			if opt := m.IsEdns0(); opt == nil || !opt.Do() || opt.UDPSize() != wire.EDNSSize {
+			if opt := m.IsEdns0(); opt == nil || !opt.Do() || opt.UDPSize() != dnsmsg.EDNSSize {
 				t.Errorf("answer OPT = %v, want ours with DO echoed", opt)
 			}
 			e := rec.only(t)
@@ -140,7 +141,7 @@ func TestServePoolDNSSEC(t *testing.T) {
 				m.SetEdns0(4096, true)
 				opt := m.IsEdns0()
 				opt.Option = append(opt.Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "6e73312e6578616d706c65"})
-				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
+				return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Outcome: actors.OutcomeAnswer})}
 			}}
 			h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 			q := withEDNS(newQuery("example.com.", dns.TypeA), 4096, true)
@@ -164,8 +165,8 @@ func TestServePoolDNSSEC(t *testing.T) {
 			if nsid, ok := opt.Option[0].(*dns.EDNS0_NSID); !ok || nsid.Nsid != "6e73312e6578616d706c65" {
 				t.Errorf("OPT option = %v, want the upstream's NSID", opt.Option[0])
 			}
-			if opt.UDPSize() != wire.EDNSSize {
-				t.Errorf("OPT UDP size = %d, want ours (%d): it is hop-by-hop", opt.UDPSize(), wire.EDNSSize)
+			if opt.UDPSize() != dnsmsg.EDNSSize {
+				t.Errorf("OPT UDP size = %d, want ours (%d): it is hop-by-hop", opt.UDPSize(), dnsmsg.EDNSSize)
 			}
 		})
 	}
@@ -200,7 +201,7 @@ func TestServePoolOPTFollowsTheClient(t *testing.T) {
 						if tt.answerOPT {
 							m.SetEdns0(1232, false)
 						}
-						return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary"}
+						return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary"}
 					}}
 					h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 					q := newQuery("example.com.", dns.TypeNS)
@@ -237,7 +238,7 @@ func TestServePoolRcodesPassThrough(t *testing.T) {
 					m := new(dns.Msg)
 					m.SetRcode(q, rcode)
 					m.Ns = mustRRs(t, "example.com. 900 IN SOA ns.example.com. host.example.com. 1 7200 3600 1209600 900")
-					return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "secondary"}
+					return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "secondary"}
 				}}
 				h, rec := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool)})
 				m, _ := exchange(t, h, newQuery("nope.example.com.", dns.TypeA), "tcp")

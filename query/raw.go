@@ -5,7 +5,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
 // packedQueryLen holds a trimmed query: a header, a question of at most 259
@@ -23,22 +23,22 @@ const optLen = 11
 // when the bytes cannot be used as they are (the answer is too large for
 // the client's UDP size), in which case raw still holds a whole message for
 // the slow path to parse.
-func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out []byte, rcode int, ok bool) {
+func (r *request) adoptRaw(raw []byte, l dnsmsg.AnswerLayout, packed []byte) (out []byte, rcode int, ok bool) {
 	if len(packed) < l.QuestionEnd {
 		return raw, 0, false // LayoutAnswer matched the questions: never
 	}
 	binary.BigEndian.PutUint16(raw, r.id)
 	if !r.keepsAD() {
-		binary.BigEndian.PutUint16(raw[2:], wire.Flags(raw)&^wire.FlagAD)
+		binary.BigEndian.PutUint16(raw[2:], dnsmsg.Flags(raw)&^dnsmsg.FlagAD)
 	}
 	// The questions are equal but for the case of letters: the client's
 	// spelling goes back.
-	copy(raw[wire.HeaderLen:l.QuestionEnd], packed[wire.HeaderLen:l.QuestionEnd])
+	copy(raw[dnsmsg.HeaderLen:l.QuestionEnd], packed[dnsmsg.HeaderLen:l.QuestionEnd])
 
 	rcode = l.Rcode
 	switch {
 	case l.OPT >= 0 && r.edns:
-		binary.BigEndian.PutUint16(raw[l.OPT+3:], wire.EDNSSize)
+		binary.BigEndian.PutUint16(raw[l.OPT+3:], dnsmsg.EDNSSize)
 	case l.OPT >= 0 && rcode <= 0xF:
 		n := copy(raw[l.OPT:], raw[l.OPTEnd:])
 		raw = raw[:l.OPT+n]
@@ -52,7 +52,7 @@ func (r *request) adoptRaw(raw []byte, l wire.AnswerLayout, packed []byte) (out 
 	return raw, rcode, true
 }
 
-// appendOPT appends an OPT record advertising wire.EDNSSize, with the DO
+// appendOPT appends an OPT record advertising dnsmsg.EDNSSize, with the DO
 // bit when do is set and, when code is not 0, an Extended DNS Error with
 // that code and no text, to the message in b, and counts it in ARCOUNT.
 func appendOPT(b []byte, do bool, code uint16) []byte {
@@ -64,7 +64,7 @@ func appendOPT(b []byte, do bool, code uint16) []byte {
 	if code != 0 {
 		rdlen = 6 // option code, option length, INFO-CODE
 	}
-	b = append(b, 0, 0, byte(dns.TypeOPT), wire.EDNSSize>>8, wire.EDNSSize&0xFF, 0, 0, flags, 0, 0, rdlen)
+	b = append(b, 0, 0, byte(dns.TypeOPT), dnsmsg.EDNSSize>>8, dnsmsg.EDNSSize&0xFF, 0, 0, flags, 0, 0, rdlen)
 	if code != 0 {
 		b = append(b, 0, byte(dns.EDNS0EDE), 0, 2, byte(code>>8), byte(code))
 	}

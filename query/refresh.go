@@ -8,7 +8,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // defaultMaxRefreshes is CacheConfig.MaxRefreshes when it is not set:
@@ -88,17 +88,17 @@ func (rf *refresher) start(k cache.Key, r *request, packed []byte, z *Zone, rele
 	rf.wg.Add(1)
 	rf.mu.Unlock()
 
-	q := &wire.Query{Msg: r.msg.Copy(), Packed: append([]byte(nil), packed...), Buf: make([]byte, 0, minAnswerBuf)}
+	q := &transport.Query{Msg: r.msg.Copy(), Packed: append([]byte(nil), packed...), Buf: make([]byte, 0, minAnswerBuf)}
 	go rf.run(k, q, z, f, release)
 	return f
 }
 
 // run resolves q and stores the answer under k.
-func (rf *refresher) run(k cache.Key, q *wire.Query, z *Zone, f *flight, release func()) {
+func (rf *refresher) run(k cache.Key, q *transport.Query, z *Zone, f *flight, release func()) {
 	defer rf.wg.Done()
 	h := rf.h
 	start := time.Now()
-	var a wire.Answer
+	var a transport.Answer
 	var err error
 	if z != nil {
 		a, err = z.Client.Exchange(rf.ctx, q, time.Time{})
@@ -129,7 +129,7 @@ func (rf *refresher) run(k cache.Key, q *wire.Query, z *Zone, f *flight, release
 // (TTL 0, no SOA) ends k's stale entry: it is fresher than the entry,
 // which must not be served over it (spec section 10). Any other rcode is
 // a failed resolution, for which the stale entry stands.
-func (rf *refresher) settle(k cache.Key, a wire.Answer, f *flight) {
+func (rf *refresher) settle(k cache.Key, a transport.Answer, f *flight) {
 	raw, rcode := a.Raw, a.Layout.Rcode
 	cacheable := raw != nil
 	if raw == nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // gatedPool answers with answer(q) once open is closed, or at once when
@@ -27,7 +27,7 @@ type gatedPool struct {
 	most    int
 }
 
-func (p *gatedPool) Exchange(ctx context.Context, q *wire.Query, _ time.Time, trail []actors.Attempt) actors.Result {
+func (p *gatedPool) Exchange(ctx context.Context, q *transport.Query, _ time.Time, trail []actors.Attempt) actors.Result {
 	p.mu.Lock()
 	p.calls++
 	p.running++
@@ -50,7 +50,7 @@ func (p *gatedPool) Exchange(ctx context.Context, q *wire.Query, _ time.Time, tr
 	if m == nil {
 		return actors.Result{Err: actors.ErrAllFailed}
 	}
-	return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})}
+	return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})}
 }
 
 // set makes the pool answer with answer from now on, once open is closed

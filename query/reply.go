@@ -6,7 +6,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
 // reply starts an answer built here: the client's ID, opcode, RD and CD bits
@@ -42,7 +42,7 @@ func (r *request) authoritative(rcode int) *dns.Msg {
 
 func newOPT(do bool) *dns.OPT {
 	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-	o.SetUDPSize(wire.EDNSSize)
+	o.SetUDPSize(dnsmsg.EDNSSize)
 	if do {
 		o.SetDo()
 	}
@@ -63,7 +63,7 @@ func (r *request) adopt(m *dns.Msg) {
 	opt, _ := findOPT(m.Extra)
 	switch {
 	case opt != nil && r.edns:
-		opt.SetUDPSize(wire.EDNSSize)
+		opt.SetUDPSize(dnsmsg.EDNSSize)
 	case opt != nil && m.Rcode <= 0xF:
 		m.Extra = dropOPT(m.Extra)
 	case opt == nil && r.edns:

@@ -10,7 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // bigAnswer is 100 A records: about 1.6 KB on the wire, compressed.
@@ -116,7 +116,7 @@ func TestServeOversizedOPT(t *testing.T) {
 		m.SetEdns0(4096, true)
 		opt := m.IsEdns0()
 		opt.Option = append(opt.Option, &dns.EDNS0_PADDING{Padding: make([]byte, 600)})
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary"}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary"}
 	}}
 	h, rec := newTestHandler(t, HandlerConfig{Pool: pool})
 	q := withEDNS(newQuery("example.com.", dns.TypeA), 512, true)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
 // ProtoUDP is the proto ServeDNS's callers pass for datagram listeners. Answers
@@ -91,14 +91,14 @@ func (r *request) packTrimmed(buf []byte) ([]byte, error) {
 	}
 	b := buf[:copy(buf, r.common)]
 	flags := binary.BigEndian.Uint16(b[2:])
-	binary.BigEndian.PutUint16(b[2:], flags&(wire.FlagRD|wire.FlagCD)|wire.FlagAD) // what trim keeps: opcode QUERY, RD, CD; AD always
+	binary.BigEndian.PutUint16(b[2:], flags&(dnsmsg.FlagRD|dnsmsg.FlagCD)|dnsmsg.FlagAD) // what trim keeps: opcode QUERY, RD, CD; AD always
 	if r.edns {
 		// The OPT ends the query: its class is the UDP size, nxdnsd's
 		// own, as parseCommon set it in msg; packing writes the
 		// message's rcode, 0, into the extended rcode, the first byte
 		// of its TTL.
 		opt := len(b) - optLen
-		binary.BigEndian.PutUint16(b[opt+3:], wire.EDNSSize)
+		binary.BigEndian.PutUint16(b[opt+3:], dnsmsg.EDNSSize)
 		b[opt+5] = 0
 	}
 	return b, nil
@@ -126,20 +126,20 @@ func parse(r *request, raw []byte, proto string) (ok bool, reject int) {
 // header reads what parse takes from the header alone, and reports false
 // for a query to drop.
 func (r *request) header(raw []byte, proto string) bool {
-	if len(raw) < wire.HeaderLen {
+	if len(raw) < dnsmsg.HeaderLen {
 		return false
 	}
 	bits := binary.BigEndian.Uint16(raw[2:])
-	if bits&wire.FlagQR != 0 {
+	if bits&dnsmsg.FlagQR != 0 {
 		// Answering a response invites reflection loops between servers.
 		return false
 	}
 	r.raw = raw
 	r.id = binary.BigEndian.Uint16(raw)
 	r.opcode = int(bits>>11) & 0xF
-	r.rd = bits&wire.FlagRD != 0
-	r.cd = bits&wire.FlagCD != 0
-	r.ad = bits&wire.FlagAD != 0
+	r.rd = bits&dnsmsg.FlagRD != 0
+	r.cd = bits&dnsmsg.FlagCD != 0
+	r.ad = bits&dnsmsg.FlagAD != 0
 	r.limit = answerLimit(proto, false, 0)
 	return true
 }
@@ -191,7 +191,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 	arcount := binary.BigEndian.Uint16(raw[10:])
 	var name [255]byte // the name in text form: at most 254 bytes and a dot
 	n, upper := 0, false
-	off := wire.HeaderLen
+	off := dnsmsg.HeaderLen
 	for {
 		if off >= len(raw) {
 			return false
@@ -244,7 +244,7 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		r.msg.Extra = r.extra[:]
 		r.edns, r.do = true, o.Do()
 		r.limit = answerLimit(proto, true, o.UDPSize())
-		o.SetUDPSize(wire.EDNSSize) // what upstreams are told (see trim)
+		o.SetUDPSize(dnsmsg.EDNSSize) // what upstreams are told (see trim)
 	default:
 		return false
 	}
@@ -295,7 +295,7 @@ func findOPT(extra []dns.RR) (opt *dns.OPT, n int) {
 // validated, so that one answer, cached under a key without AD, serves
 // every client; keepsAD clears it for those that did not ask. Records a client put in other sections (a TSIG, say) mean
 // nothing to an upstream. The OPT's UDP size becomes nxdnsd's own,
-// wire.EDNSSize: it is hop-by-hop (RFC 6891 section 6.2.3), and the
+// dnsmsg.EDNSSize: it is hop-by-hop (RFC 6891 section 6.2.3), and the
 // client's says what the client takes from nxdnsd, not what nxdnsd takes
 // from an upstream. Passed on, a client's 4096 invites fragmented answers,
 // and a TCP client's 512 costs it the additional records an upstream drops
@@ -313,7 +313,7 @@ func trim(m *dns.Msg, opt *dns.OPT) {
 		m.Extra = nil
 		return
 	}
-	opt.SetUDPSize(wire.EDNSSize)
+	opt.SetUDPSize(dnsmsg.EDNSSize)
 	if len(m.Extra) != 1 {
 		m.Extra = []dns.RR{opt}
 	}
@@ -325,7 +325,7 @@ func trim(m *dns.Msg, opt *dns.OPT) {
 func (r *request) keepsAD() bool { return r.ad || r.do }
 
 // answerLimit is the largest answer nxdnsd sends a client: over UDP its
-// EDNS UDP size up to wire.EDNSSize (spec section 3, DNS Flag Day 2020: no
+// EDNS UDP size up to dnsmsg.EDNSSize (spec section 3, DNS Flag Day 2020: no
 // fragmented answers, and a 1232-byte cap on what a spoofed query can
 // reflect), 512 bytes without EDNS and never less (RFC 6891 section
 // 6.2.5); over a stream the 16-bit length prefix's maximum.
@@ -336,5 +336,5 @@ func answerLimit(proto string, edns bool, size uint16) int {
 	if !edns || size < dns.MinMsgSize {
 		return dns.MinMsgSize
 	}
-	return min(int(size), wire.EDNSSize)
+	return min(int(size), dnsmsg.EDNSSize)
 }

@@ -7,12 +7,12 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
 // rawHeader is a DNS header in wire form.
 func rawHeader(id, bits, qd, an, ns, ar uint16) []byte {
-	b := make([]byte, wire.HeaderLen)
+	b := make([]byte, dnsmsg.HeaderLen)
 	for i, v := range []uint16{id, bits, qd, an, ns, ar} {
 		binary.BigEndian.PutUint16(b[2*i:], v)
 	}
@@ -53,8 +53,8 @@ func TestServeRejects(t *testing.T) {
 
 	// A compression pointer to itself: the header reads, the body does not.
 	badName := []byte{0xC0, 0x0C, 0x00, 0x01, 0x00, 0x01}
-	garbage := append(rawHeader(testID, wire.FlagRD, 1, 0, 0, 0), badName...)
-	garbageUpdate := append(rawHeader(testID, dns.OpcodeUpdate<<11|wire.FlagRD, 1, 0, 0, 0), badName...)
+	garbage := append(rawHeader(testID, dnsmsg.FlagRD, 1, 0, 0, 0), badName...)
+	garbageUpdate := append(rawHeader(testID, dns.OpcodeUpdate<<11|dnsmsg.FlagRD, 1, 0, 0, 0), badName...)
 
 	// A whole question, and an additional record announced but missing.
 	lyingCount := mustPack(t, newQuery("example.", dns.TypeA))
@@ -71,13 +71,13 @@ func TestServeRejects(t *testing.T) {
 		headerOnly bool
 	}{
 		{name: "empty", raw: nil, drop: true},
-		{name: "shorter than a header", raw: rawHeader(testID, wire.FlagRD, 1, 0, 0, 0)[:11], drop: true},
+		{name: "shorter than a header", raw: rawHeader(testID, dnsmsg.FlagRD, 1, 0, 0, 0)[:11], drop: true},
 		{name: "a response", raw: mustPack(t, response), drop: true},
 		{name: "garbage after a readable header", raw: garbage, rcode: dns.RcodeFormatError, headerOnly: true},
 		{name: "garbage keeps the opcode", raw: garbageUpdate, rcode: dns.RcodeFormatError, opcode: dns.OpcodeUpdate, headerOnly: true},
-		{name: "header announces a missing question", raw: rawHeader(testID, wire.FlagRD, 1, 0, 0, 0), rcode: dns.RcodeFormatError, headerOnly: true},
+		{name: "header announces a missing question", raw: rawHeader(testID, dnsmsg.FlagRD, 1, 0, 0, 0), rcode: dns.RcodeFormatError, headerOnly: true},
 		{name: "header announces a missing record", raw: lyingCount, rcode: dns.RcodeFormatError, headerOnly: true},
-		{name: "no question", raw: rawHeader(testID, wire.FlagRD, 0, 0, 0, 0), rcode: dns.RcodeFormatError},
+		{name: "no question", raw: rawHeader(testID, dnsmsg.FlagRD, 0, 0, 0, 0), rcode: dns.RcodeFormatError},
 		{name: "two questions", raw: mustPack(t, twoQuestions), rcode: dns.RcodeFormatError, opt: true},
 		{name: "two OPT records", raw: mustPack(t, twoOPT), rcode: dns.RcodeFormatError},
 		{name: "NOTIFY", raw: mustPack(t, notify), rcode: dns.RcodeNotImplemented, opcode: dns.OpcodeNotify, questions: 1},
@@ -102,8 +102,8 @@ func TestServeRejects(t *testing.T) {
 				}
 				return
 			}
-			if tt.headerOnly && len(out) != wire.HeaderLen {
-				t.Errorf("answer is %d bytes, want a bare %d-byte header", len(out), wire.HeaderLen)
+			if tt.headerOnly && len(out) != dnsmsg.HeaderLen {
+				t.Errorf("answer is %d bytes, want a bare %d-byte header", len(out), dnsmsg.HeaderLen)
 			}
 			m := new(dns.Msg)
 			if err := m.Unpack(out); err != nil {
@@ -179,7 +179,7 @@ func TestServeTrimsTheForwardedQuery(t *testing.T) {
 			t.Fatalf("%s: forwarded sections: %d answers, %d authority, %d additional; want only the OPT", f.form, len(up.Answer), len(up.Ns), len(up.Extra))
 		}
 		upOPT, ok := up.Extra[0].(*dns.OPT)
-		if !ok || !upOPT.Do() || upOPT.UDPSize() != wire.EDNSSize || len(upOPT.Option) != 1 || upOPT.Option[0].Option() != dns.EDNS0NSID {
+		if !ok || !upOPT.Do() || upOPT.UDPSize() != dnsmsg.EDNSSize || len(upOPT.Option) != 1 || upOPT.Option[0].Option() != dns.EDNS0NSID {
 			t.Errorf("%s: forwarded OPT = %v, want the client's (DO, NSID) with nxdnsd's size, 1232", f.form, up.Extra[0])
 		}
 	}
@@ -193,7 +193,7 @@ func TestServeForwardsNoEDNSWithoutEDNS(t *testing.T) {
 	if up := pool.Last(); up == nil || len(up.Extra) != 0 {
 		t.Errorf("forwarded query = %v, want no additional records", up)
 	}
-	if packed := pool.LastPacked(); len(packed) < wire.HeaderLen || binary.BigEndian.Uint16(packed[10:]) != 0 {
+	if packed := pool.LastPacked(); len(packed) < dnsmsg.HeaderLen || binary.BigEndian.Uint16(packed[10:]) != 0 {
 		t.Errorf("forwarded bytes %x, want no additional records", packed)
 	}
 }

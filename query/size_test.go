@@ -8,7 +8,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Upstreams are asked with nxdnsd's own EDNS size, 1232, whatever the
@@ -42,8 +43,8 @@ func TestServeAdvertisesItsOwnSizeUpstream(t *testing.T) {
 						up   *dns.Msg
 					}{{"Msg", pool.Last()}, {"Packed", packed}} {
 						opt := f.up.IsEdns0()
-						if opt == nil || opt.UDPSize() != wire.EDNSSize || !opt.Do() {
-							t.Errorf("%s: forwarded OPT = %v, want UDP size %d and DO kept", f.form, opt, wire.EDNSSize)
+						if opt == nil || opt.UDPSize() != dnsmsg.EDNSSize || !opt.Do() {
+							t.Errorf("%s: forwarded OPT = %v, want UDP size %d and DO kept", f.form, opt, dnsmsg.EDNSSize)
 						}
 					}
 				})
@@ -95,14 +96,14 @@ func mxPool(tb testing.TB, honour bool) *fakePool {
 			m.Extra = append(m.Extra, dns.Copy(rr))
 		}
 		if o := q.IsEdns0(); o != nil {
-			m.SetEdns0(wire.EDNSSize, o.Do())
+			m.SetEdns0(dnsmsg.EDNSSize, o.Do())
 		}
 		if honour {
-			m.Truncate(wire.ClientUDPSize(q))
+			m.Truncate(dnsmsg.ClientUDPSize(q))
 			m.Truncated = false // only additional records went
 		}
 		trail = append(trail, actors.Attempt{Upstream: "primary", Outcome: actors.OutcomeAnswer})
-		return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
+		return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 	}}
 }
 
@@ -159,8 +160,8 @@ func TestServeTCWhenAnswerOrAuthorityRecordsGo(t *testing.T) {
 					m.Answer = []dns.RR{dns.Copy(answer[0])}
 					m.Ns = rrs
 				}
-				m.SetEdns0(wire.EDNSSize, true)
-				return actors.Result{Answer: wire.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
+				m.SetEdns0(dnsmsg.EDNSSize, true)
+				return actors.Result{Answer: transport.Answer{Msg: m}, Upstream: "primary", Attempts: trail}
 			}}
 			h, _ := newTestHandler(t, HandlerConfig{Pool: pool})
 			m, out := exchange(t, h, withEDNS(newQuery("secure.test.", dns.TypeMX), 512, true), ProtoUDP)
@@ -203,9 +204,9 @@ func TestServeCapsUDPAnswersAt1232(t *testing.T) {
 				t.Parallel()
 				h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(answeringPool(t, bigAnswer()...))})
 				m, out := exchange(t, h, withEDNS(newQuery("big.example.", dns.TypeA), size, false), ProtoUDP)
-				if len(out) > wire.EDNSSize || !m.Truncated || len(m.Answer) == 0 {
+				if len(out) > dnsmsg.EDNSSize || !m.Truncated || len(m.Answer) == 0 {
 					t.Errorf("%d bytes, TC %v, %d records: want at most %d bytes with TC and some records",
-						len(out), m.Truncated, len(m.Answer), wire.EDNSSize)
+						len(out), m.Truncated, len(m.Answer), dnsmsg.EDNSSize)
 				}
 			})
 		}

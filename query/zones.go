@@ -11,7 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/cache"
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // Zone is one forward zone: queries at or below Name go to one resolver
@@ -30,7 +30,7 @@ type Zone struct {
 	// The answers it returns become the query path's, which modifies them
 	// (ID, question, OPT size) before packing. The query it is given is
 	// valid only during the call.
-	Client wire.Exchanger
+	Client transport.Exchanger
 }
 
 // zoneTable holds the forward zones by lower-case apex.
@@ -83,7 +83,7 @@ func (t zoneTable) match(lname string) *Zone {
 // SERVFAIL. It fills the entry's source, resolver and zone outcome. With a
 // cache key k (nil: no cache) the answer is stored, or the failure
 // remembered.
-func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *wire.Query, e *Entry, k *cache.Key) (*dns.Msg, []byte, int) {
+func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *transport.Query, e *Entry, k *cache.Key) (*dns.Msg, []byte, int) {
 	e.Source, e.Upstream, e.Zone = SourceForwardZone, z.Resolver, z.Name
 	a, err := z.Client.Exchange(ctx, q, time.Time{}) // the client bounds it with its read timeout
 	switch {
@@ -105,12 +105,12 @@ func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *wire.Quer
 }
 
 // isTimeout reports whether a forward-zone exchange failed because its
-// resolver did not answer in time. wire.Forwarder says so with
+// resolver did not answer in time. transport.Forwarder says so with
 // ErrResolverTimeout; a deadline noticed by any other layer (another
 // Exchanger, the caller's context) counts the same.
 func isTimeout(err error) bool {
 	var ne net.Error
-	return errors.Is(err, wire.ErrResolverTimeout) ||
+	return errors.Is(err, transport.ErrResolverTimeout) ||
 		errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())

@@ -11,7 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 func TestZoneMatch(t *testing.T) {
@@ -107,7 +107,7 @@ func TestServeForwardZones(t *testing.T) {
 			rcode: dns.RcodeRefused,
 			zone:  "lan.", resolver: "192.168.1.1:53", outcome: ZoneAnswer},
 		{name: "resolver timeout", qname: "nas.lan.",
-			lan:   resolverFailing(fmt.Errorf("forwarding to 192.168.1.1:53: %w: i/o timeout", wire.ErrResolverTimeout)),
+			lan:   resolverFailing(fmt.Errorf("forwarding to 192.168.1.1:53: %w: i/o timeout", transport.ErrResolverTimeout)),
 			rcode: dns.RcodeServerFailure,
 			zone:  "lan.", resolver: "192.168.1.1:53", outcome: ZoneTimeout},
 		{name: "deadline of another layer", qname: "nas.lan.",
@@ -145,7 +145,7 @@ func TestServeForwardZones(t *testing.T) {
 				}
 				lan, iot := own(tt.lan), own(tt.iot)
 				var raws atomic.Int64
-				client := func(c *countingExchanger) wire.Exchanger {
+				client := func(c *countingExchanger) transport.Exchanger {
 					if bytes {
 						return byteZone{c, &raws}
 					}

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -110,7 +110,7 @@ func TestPortTakenNamesTheDoc(t *testing.T) {
 		t.Fatalf("no 'nxdnsd failed' line in:\n%s", errs)
 	}
 	msg, _ := failed["error"].(string)
-	for _, want := range []string{"udp " + taken, "the address is taken", `"` + wire.PortTakenSection + `" in docs/install.md`} {
+	for _, want := range []string{"udp " + taken, "the address is taken", `"` + server.PortTakenSection + `" in docs/install.md`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
@@ -120,8 +120,8 @@ func TestPortTakenNamesTheDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(doc), "\n## "+wire.PortTakenSection+"\n") {
-		t.Errorf("docs/install.md has no section %q", "## "+wire.PortTakenSection)
+	if !strings.Contains(string(doc), "\n## "+server.PortTakenSection+"\n") {
+		t.Errorf("docs/install.md has no section %q", "## "+server.PortTakenSection)
 	}
 	for _, words := range []string{"the address is taken", "systemd-resolved, dnsmasq or pihole-FTL", "ss -lntup 'sport = :53'"} {
 		if !strings.Contains(string(doc), words) {

@@ -9,7 +9,7 @@
 package fake
 
 import (
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/server"
 
 	"crypto/tls"
 	"errors"
@@ -158,7 +158,7 @@ func (s *Server) listen(addr string, n int) error {
 }
 
 func (s *Server) listenOnce(ap netip.AddrPort, n int) error {
-	udp, err := wire.ListenUDP(ap, n)
+	udp, err := server.ListenUDP(ap, n)
 	if err != nil {
 		return err
 	}

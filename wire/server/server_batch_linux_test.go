@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+)
+
+// A batch takes every datagram queued on the socket with one recvmmsg,
+// each with its own sender and bytes, and sends the answers queued for
+// them with one sendmmsg, each to its own sender.
+func TestUDPBatchReadsAndAnswersTogether(t *testing.T) {
+	t.Parallel()
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rc, err := pc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients, each = 3, 4
+	conns := make([]*net.UDPConn, clients)
+	sent := map[uint16]netip.AddrPort{} // query ID → its sender
+	for c := range conns {
+		conns[c], err = net.DialUDP("udp", nil, pc.LocalAddr().(*net.UDPAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conns[c].Close()
+		for k := range each {
+			id := uint16(100*c + k)
+			if _, err := conns[c].Write(pack(t, newQuery(id, fmt.Sprintf("q%d.example.", id)))); err != nil {
+				t.Fatal(err)
+			}
+			sent[id] = conns[c].LocalAddr().(*net.UDPAddr).AddrPort()
+		}
+	}
+
+	b := newUDPBatch(16, false)
+	got, largest := 0, 0
+	pc.SetReadDeadline(time.Now().Add(ioTimeout))
+	for got < clients*each {
+		b.reset()
+		if err := rc.Read(b.recv); err != nil || b.err != nil {
+			t.Fatalf("after %d datagrams: %v %v", got, err, b.err)
+		}
+		largest = max(largest, b.n)
+		for i := range b.n {
+			raw, from, _, _ := b.datagram(i)
+			id := binary.BigEndian.Uint16(raw)
+			var q dns.Msg
+			if err := q.Unpack(raw); err != nil || q.Question[0].Name != fmt.Sprintf("q%d.example.", id) {
+				t.Fatalf("datagram %d: %v %v", i, err, q.Question)
+			}
+			if from != sent[id] {
+				t.Fatalf("query %d from %v, sent from %v", id, from, sent[id])
+			}
+			answer := append(b.answerBuf(i), raw...)
+			answer[2] |= 0x80 // QR
+			b.queue(i, answer, netip.Addr{}, 0)
+		}
+		got += b.n
+		if b.flush(rc, zap.NewNop()); b.sent != b.nout {
+			t.Fatalf("sent %d of %d answers", b.sent, b.nout)
+		}
+	}
+	if largest < 2 {
+		t.Errorf("the largest batch held %d datagram: all %d were queued before the first read", largest, got)
+	}
+	buf := make([]byte, 512)
+	for c, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(ioTimeout))
+		for k := range each {
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("client %d, answer %d: %v", c, k, err)
+			}
+			if id := binary.BigEndian.Uint16(buf); n < dnsmsg.HeaderLen || sent[id] != conn.LocalAddr().(*net.UDPAddr).AddrPort() || dnsmsg.Flags(buf)&dnsmsg.FlagQR == 0 {
+				t.Fatalf("client %d got answer %d (%d bytes), not one of its own", c, id, n)
+			}
+		}
+	}
+}
+
+// Queries sent in bursts, faster than they are answered, are each answered
+// once, whether the reader takes them one at a time or in batches, on the
+// fast path and through workers, over IPv4 and IPv6; the handler sees each
+// client's own address.
+func TestServerUDPBursts(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []int{1, DefaultUDPBatch} {
+		for _, ip := range []string{"127.0.0.1", "::1"} {
+			t.Run(fmt.Sprintf("batch %d %s", batch, ip), func(t *testing.T) {
+				t.Parallel()
+				if ip == "::1" {
+					if pc, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
+						t.Skipf("prerequisite missing: IPv6 loopback: %v", err)
+					} else {
+						pc.Close()
+					}
+				}
+				h := &fastEcho{}
+				udp, _ := startServer(t, &Server{Handler: h, UDPBatch: batch, Listen: []string{net.JoinHostPort(ip, "0")}})
+				burst(t, udp, 3, 60)
+				if f, w := h.fast.Load(), h.slow.Load(); f != 90 || w != 90 {
+					t.Errorf("fast path %d, workers %d; want 90 and 90", f, w)
+				}
+			})
+		}
+	}
+}
+
+// burst has each of clients sockets send n queries at once, half of them
+// for the fast path, then read every answer, and checks that each query
+// was answered once with its sender's address.
+func burst(t *testing.T, addr string, clients, n int) {
+	t.Helper()
+	for c := range clients {
+		conn, err := net.Dial("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for k := range n {
+			name := fmt.Sprintf("w%d.example.", k)
+			if k%2 == 0 {
+				name = fmt.Sprintf("f%d.fast.", k)
+			}
+			if _, err := conn.Write(pack(t, newQuery(uint16(k), name))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := make([]bool, n)
+		buf := make([]byte, 512)
+		conn.SetReadDeadline(time.Now().Add(ioTimeout))
+		for range n {
+			m, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("client %d after %d answers: %v", c, countTrue(seen), err)
+			}
+			var r dns.Msg
+			if err := r.Unpack(buf[:m]); err != nil || int(r.Id) >= n || seen[r.Id] || len(r.Answer) != 1 {
+				t.Fatalf("client %d: answer %v (%v), or seen before", c, r.Id, err)
+			}
+			seen[r.Id] = true
+			if txt := r.Answer[0].(*dns.TXT).Txt; txt[1] != conn.LocalAddr().String() {
+				t.Fatalf("client %d: the handler saw %v, the client is %v", c, txt[1], conn.LocalAddr())
+			}
+		}
+	}
+}
+
+func countTrue(bs []bool) (n int) {
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// Of a datagram larger than any query, cut short by the kernel in a batch,
+// the handler gets the first udpBatchBufLen bytes and answers by its own
+// rules; the reader goes on.
+func TestServerOversizedQueryGoesToTheHandlerCut(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Int64
+	udp, _ := startServer(t, &Server{Handler: HandlerFunc(func(ctx context.Context, req *Request) []byte {
+		seen.Store(int64(len(req.Raw)))
+		return echo(ctx, req)
+	})})
+	conn, err := net.Dial("udp", udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	q := pack(t, newQuery(4242, "big.example."))
+	big := append(q, make([]byte, udpBatchBufLen+1000)...) // trailing bytes past the question
+	conn.SetReadDeadline(time.Now().Add(ioTimeout))
+	buf := make([]byte, 512)
+	for _, m := range [][]byte{big, q} {
+		if _, err := conn.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r dns.Msg
+		if err := r.Unpack(buf[:n]); err != nil || r.Id != 4242 || r.Rcode != dns.RcodeSuccess {
+			t.Fatalf("answer %v (%v)", r.MsgHdr, err)
+		}
+		if want := min(len(m), udpBatchBufLen); seen.Load() != int64(want) {
+			t.Fatalf("a %d-byte datagram reached the handler as %d bytes, want %d", len(m), seen.Load(), want)
+		}
+	}
+}

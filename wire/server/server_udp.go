@@ -1,0 +1,231 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
+)
+
+// udpReadBufLen is the size of a reader's buffer: the largest UDP payload, so
+// that no datagram is silently cut short.
+const udpReadBufLen = 65535
+
+// readUDP is pc's reader loop. It ends when Shutdown pushes pc's read
+// deadline into the past.
+//
+// Each admitted query is copied into a pooled buffer and handed to an idle
+// worker, or to a new one when none is idle; a query past the concurrency
+// limit is refused from this loop. Busy workers never outnumber admitted
+// queries, so the number of goroutines stays below the readers +
+// MaxConcurrentQueries (plus workers idling out) however fast datagrams
+// arrive.
+func (s *Server) readUDP(pc *net.UDPConn) {
+	buf := make([]byte, udpReadBufLen)
+	// A wildcard socket learns each datagram's destination, to answer
+	// from it (see recvDestination).
+	var oob []byte
+	if la, ok := pc.LocalAddr().(*net.UDPAddr); ok && la.IP.IsUnspecified() && pktinfoLen > 0 {
+		oob = make([]byte, 2*pktinfoLen)
+	}
+	r := s.newUDPReader(pc)
+	out := make([]byte, 0, clientAnswerBufLen) // answers built on this goroutine
+	for {
+		var n int
+		var from netip.AddrPort
+		var err error
+		var local netip.Addr
+		var ifindex int32
+		if oob != nil {
+			var oobn int
+			n, oobn, _, from, err = pc.ReadMsgUDPAddrPort(buf, oob)
+			local, ifindex, _ = destination(oob[:oobn])
+		} else {
+			n, from, err = pc.ReadFromUDPAddrPort(buf)
+		}
+		if err != nil {
+			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Nothing else is fatal to an unconnected socket; whatever
+			// it was concerned one datagram.
+			s.log.Debug("reading udp", zap.Error(err))
+			continue
+		}
+		if answer := r.take(buf[:n], from, local, ifindex, out); answer != nil {
+			s.writeUDP(pc, answer, from, local, ifindex)
+		}
+	}
+}
+
+// udpReader is what a UDP reader loop keeps between datagrams.
+type udpReader struct {
+	s    *Server
+	pc   *net.UDPConn
+	fast FastHandler // the Handler, when it is one
+	req  *Request    // the fast path's, reused: one allocation per reader
+	fd   int         // pc's descriptor for the workers' udpSender, or -1
+	v6   bool        // pc is an IPv6 socket
+}
+
+func (s *Server) newUDPReader(pc *net.UDPConn) *udpReader {
+	fast, _ := s.Handler.(FastHandler)
+	la, _ := pc.LocalAddr().(*net.UDPAddr)
+	v6 := la != nil && la.IP.To4() == nil
+	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request), fd: rawFD(pc), v6: v6}
+}
+
+// take serves the datagram raw that came from from (to local, on
+// interface ifindex, on a wildcard socket): answered on the reader when
+// the FastHandler can, refused past admission, or copied into a pooled
+// buffer and handed to an idle worker, or to a new one when none is idle.
+// It returns the answer for the reader to send, or nil. An answer made
+// here is built in out (its capacity) or in memory of its own.
+func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifindex int32, out []byte) []byte {
+	s := r.s
+	if len(raw) < dnsmsg.HeaderLen {
+		return nil // not even a header to answer to
+	}
+	client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	var pending Pending
+	if r.fast != nil {
+		// Answered here when no resolver is needed: no handoff.
+		*r.req = Request{Raw: raw, Proto: "udp", Client: client, Answer: out[:0]}
+		if answer, handled := s.handleFast(r.fast, r.req); handled {
+			return answer
+		}
+		pending = r.req.Pending
+	}
+	count, ok := s.admit(client.Addr())
+	if !ok {
+		if pending != nil {
+			pending.Abandon()
+		}
+		return s.refuse(raw, "udp", client)
+	}
+	q := getClientQuery(len(raw), "udp", client)
+	copy(q.buf, raw)
+	q.req.Pending, q.count = pending, count
+	if q.out == nil {
+		q.out = make([]byte, 0, clientAnswerBufLen)
+	}
+	q.req.Answer = q.out[:0]
+	job := udpJob{pc: r.pc, fd: r.fd, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
+	select {
+	case s.udpWork <- job:
+	default:
+		// No worker is idle. The Add is safe against Shutdown's Wait
+		// because this reader is itself counted, so the counter is
+		// never zero here.
+		s.wg.Add(1)
+		go s.udpWorker(job)
+	}
+	return nil
+}
+
+// udpWorkerIdle is the UDP worker reaper's period: workers beyond the most
+// queries that were in flight at once during a whole period end. Long-lived
+// workers keep their grown stacks and spare a goroutine start per query
+// (measured: about a tenth of the CPU of a forwarded query); the reaper
+// returns the memory after a burst.
+const udpWorkerIdle = 10 * time.Second
+
+// udpJob is one admitted datagram on its way to a worker; a job without a
+// query asks the idle worker that takes it to end.
+type udpJob struct {
+	pc      *net.UDPConn
+	fd      int  // pc's descriptor, or -1 (see udpSender)
+	v6      bool // pc is an IPv6 socket
+	q       *clientQuery
+	to      netip.AddrPort
+	local   netip.Addr // the address the client asked, on a wildcard socket; else invalid
+	ifindex int32      // the interface it came in on, with local
+}
+
+// udpWorker serves job, then every job handed to it, until the reaper asks
+// it to end or Shutdown closes udpWork. Its wait is one channel receive:
+// a timer in a blocking select is added to and taken off the runtime's
+// timer heap, under its lock, each time the worker parks (once per query
+// under load), and a select locks every channel in it.
+func (s *Server) udpWorker(job udpJob) {
+	defer s.wg.Done()
+	s.workers.Add(1)
+	defer s.workers.Add(-1)
+	w := newUDPSender()
+	for {
+		s.serveUDP(job, w)
+		job = <-s.udpWork
+		if job.q == nil {
+			return // asked to end, or udpWork closed
+		}
+	}
+}
+
+// reapUDPWorkers ends, once every udpWorkerIdle, the idle UDP workers
+// beyond the most queries in flight at once during the period, until
+// Shutdown begins.
+func (s *Server) reapUDPWorkers() {
+	every := s.reapEvery
+	if every <= 0 {
+		every = udpWorkerIdle
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		needed := s.peak.Swap(s.adm.inflight.Load())
+		for extra := s.workers.Load() - needed; extra > 0; extra-- {
+			select {
+			case s.udpWork <- udpJob{}:
+			default:
+				extra = 0 // no worker is idle
+			}
+		}
+		if s.reaped != nil {
+			s.reaped()
+		}
+	}
+}
+
+// serveUDP answers one admitted query and returns its permit.
+func (s *Server) serveUDP(job udpJob, w *udpSender) {
+	defer s.release(job.q.count) // evaluated now: putClientQuery clears it
+	defer putClientQuery(job.q)
+	answer := s.handle(&job.q.req)
+	if answer == nil {
+		return
+	}
+	if job.fd >= 0 {
+		if sent, err := w.send(job.fd, job.v6, answer, job.to, job.local, job.ifindex); sent {
+			if err != nil {
+				s.log.Debug("writing udp answer", zap.Stringer("client", job.to), zap.Error(err))
+			}
+			return
+		}
+	}
+	s.writeUDP(job.pc, answer, job.to, job.local, job.ifindex)
+}
+
+// writeUDP sends answer b to the client at to, from local (on interface
+// ifindex) when it is valid: the address the client asked on a wildcard
+// socket.
+func (s *Server) writeUDP(pc *net.UDPConn, b []byte, to netip.AddrPort, local netip.Addr, ifindex int32) {
+	var err error
+	if local.IsValid() {
+		var oob [64]byte
+		_, _, err = pc.WriteMsgUDPAddrPort(b, sourceOOB(oob[:], local, ifindex), to)
+	} else {
+		_, err = pc.WriteToUDPAddrPort(b, to)
+	}
+	if err != nil {
+		s.log.Debug("writing udp answer", zap.Stringer("client", to), zap.Error(err))
+	}
+}

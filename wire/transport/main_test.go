@@ -1,0 +1,13 @@
+package transport
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them: every
+// transport and fake server must stop what it started.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}

@@ -1,8 +1,0 @@
-//go:build race
-
-package wire
-
-// raceEnabled: the race detector allocates on its own account and slows
-// every test down, so allocation counts are not asserted under it and the
-// spoof test forges fewer answers.
-const raceEnabled = true
