@@ -9,7 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
 // LookupFunc asks for the PTR name of a private address: through the
@@ -68,7 +68,7 @@ func PTRName(m *dns.Msg) (string, error) {
 // or nil when none does, and then nothing is asked (ErrNoPTR): a private
 // address's PTR query never goes to the pool. The exchange is bounded by
 // the lookup's context (LookupTimeout) and the zone's own read timeout.
-func ZoneLookup(zone func(reverseName string) wire.Exchanger) LookupFunc {
+func ZoneLookup(zone func(reverseName string) transport.Exchanger) LookupFunc {
 	return func(ctx context.Context, addr netip.Addr) (string, error) {
 		name := ReverseName(addr)
 		if name == "" {
@@ -78,7 +78,7 @@ func ZoneLookup(zone func(reverseName string) wire.Exchanger) LookupFunc {
 		if ex == nil {
 			return "", ErrNoPTR
 		}
-		q, err := wire.NewQuery(PTRQuery(addr))
+		q, err := transport.NewQuery(PTRQuery(addr))
 		if err != nil {
 			return "", err
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
 
@@ -28,9 +28,9 @@ func TestZoneLookupNamesClient(t *testing.T) {
 		}
 		w.WriteMsg(m)
 	})
-	fwd := wire.NewForwarder(srv.Addr, 2*time.Second)
+	fwd := transport.NewForwarder(srv.Addr, 2*time.Second)
 	defer fwd.Close()
-	zone := func(name string) wire.Exchanger {
+	zone := func(name string) transport.Exchanger {
 		if strings.HasSuffix(name, ".168.192.in-addr.arpa.") {
 			return fwd
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdnsd/nxdnsd/wire"
+	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
 // Wire-format sizes the scan needs (RFC 1035 4.1, RFC 9460 2.2).
@@ -20,25 +20,25 @@ const (
 // Private judges private: in the RDATA of an A or AAAA record, or in the
 // ipv4hint or ipv6hint of an HTTPS or SVCB record, in any section. It
 // reads the bytes where they lie, with the project's name walker
-// (wire.NameEnd), and allocates nothing. ok is false when msg could not
+// (dnsmsg.NameEnd), and allocates nothing. ok is false when msg could not
 // be walked to its last record (a name it does not vouch for, a record
 // past the end): the caller then parses it to be sure.
 func scan(msg []byte) (found, ok bool) {
-	if len(msg) < wire.HeaderLen {
+	if len(msg) < dnsmsg.HeaderLen {
 		return false, false
 	}
 	qd := int(binary.BigEndian.Uint16(msg[4:]))
 	n := int(binary.BigEndian.Uint16(msg[6:])) + int(binary.BigEndian.Uint16(msg[8:])) +
 		int(binary.BigEndian.Uint16(msg[10:]))
-	off := wire.HeaderLen
+	off := dnsmsg.HeaderLen
 	for range qd {
-		if off = wire.NameEnd(msg, off); off < 0 || off+4 > len(msg) {
+		if off = dnsmsg.NameEnd(msg, off); off < 0 || off+4 > len(msg) {
 			return false, false
 		}
 		off += 4
 	}
 	for range n {
-		if off = wire.NameEnd(msg, off); off < 0 || off+rrFixedLen > len(msg) {
+		if off = dnsmsg.NameEnd(msg, off); off < 0 || off+rrFixedLen > len(msg) {
 			return false, false
 		}
 		typ := binary.BigEndian.Uint16(msg[off:])
@@ -80,7 +80,7 @@ func scanSVCB(msg []byte, off int) (found, ok bool) {
 	if off+svcFixedLen > len(msg) {
 		return false, false
 	}
-	if off = wire.NameEnd(msg, off+svcFixedLen); off < 0 {
+	if off = dnsmsg.NameEnd(msg, off+svcFixedLen); off < 0 {
 		return false, false
 	}
 	for off < len(msg) {
