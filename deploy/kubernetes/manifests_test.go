@@ -550,8 +550,9 @@ func check(files map[string][]byte) []string {
 
 // writtenPaths are the files nxdnsd writes by the configuration, by TOML
 // key: cache.path and query_log.path from the parsed configuration, and
-// the raw document's history.path, which comes with the query history
-// (spec section 12), when the document sets it.
+// from the raw document, when it sets them, history.path (the query
+// history, spec section 12) and a file in blocking.state_dir (section
+// 11), which come with those parts of nxdnsd.
 func writtenPaths(doc []byte, cfg *config.Config) map[string]string {
 	paths := map[string]string{}
 	if cfg.Cache.Path != "" {
@@ -564,9 +565,17 @@ func writtenPaths(doc []byte, cfg *config.Config) map[string]string {
 		History struct {
 			Path string `toml:"path"`
 		} `toml:"history"`
+		Blocking struct {
+			StateDir string `toml:"state_dir"`
+		} `toml:"blocking"`
 	}
-	if _, err := toml.Decode(string(doc), &raw); err == nil && raw.History.Path != "" {
-		paths["history.path"] = raw.History.Path
+	if _, err := toml.Decode(string(doc), &raw); err == nil {
+		if raw.History.Path != "" {
+			paths["history.path"] = raw.History.Path
+		}
+		if raw.Blocking.StateDir != "" {
+			paths["blocking.state_dir"] = path.Join(raw.Blocking.StateDir, "list")
+		}
 	}
 	return paths
 }
@@ -688,14 +697,16 @@ func TestManifestsMutants(t *testing.T) {
 	}
 }
 
-// history.path (spec section 12) counts as a written file once a document
-// sets it, before the configuration package knows the key.
+// history.path and blocking.state_dir (spec sections 12 and 11) count as
+// written once a document sets them, before the configuration package
+// knows the keys; standard output is no file.
 func TestWrittenPaths(t *testing.T) {
 	t.Parallel()
-	doc := []byte("[history]\npath = \"/var/lib/nxdnsd/history.db\"\n[query_log]\npath = \"-\"\n")
+	doc := []byte("[history]\npath = \"/var/lib/nxdnsd/history.db\"\n[query_log]\npath = \"-\"\n[blocking]\nstate_dir = \"/var/lib/nxdnsd/lists\"\n")
 	cfg := &config.Config{Cache: config.Cache{Path: "/var/lib/nxdnsd/cache"}, QueryLog: config.QueryLog{Path: "-"}}
 	got := writtenPaths(doc, cfg)
-	want := map[string]string{"cache.path": "/var/lib/nxdnsd/cache", "history.path": "/var/lib/nxdnsd/history.db"}
+	want := map[string]string{"cache.path": "/var/lib/nxdnsd/cache", "history.path": "/var/lib/nxdnsd/history.db",
+		"blocking.state_dir": "/var/lib/nxdnsd/lists/list"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("writtenPaths = %v, want %v (standard output is no file)", got, want)
 	}
@@ -707,5 +718,65 @@ func TestWrittenPaths(t *testing.T) {
 		if under(p, dirs) != want {
 			t.Errorf("under(%q) = %v, want %v", p, !want, want)
 		}
+	}
+}
+
+// docs/fleet.md's YAML snippets parse, and its NetworkPolicy lets in the
+// ports the container listens on: DNS from anywhere, the admin port from
+// the monitoring namespace.
+func TestFleetDocSnippets(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("../../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, problems := decode(readFiles(t))
+	if len(problems) > 0 {
+		t.Fatal(strings.Join(problems, "\n"))
+	}
+	want := map[string]bool{} // port/protocol of the container
+	for _, p := range m.deployment.Spec.Template.Spec.Containers[0].Ports {
+		want[fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol)] = true
+	}
+	var blocks, policies int
+	for rest := string(text); ; {
+		_, after, ok := strings.Cut(rest, "```yaml\n")
+		if !ok {
+			break
+		}
+		block, after, _ := strings.Cut(after, "```")
+		rest = after
+		blocks++
+		var doc struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				Ingress []struct {
+					Ports []struct {
+						Port     int    `yaml:"port"`
+						Protocol string `yaml:"protocol"`
+					} `yaml:"ports"`
+				} `yaml:"ingress"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(block), &doc); err != nil {
+			t.Errorf("docs/fleet.md: a yaml block does not parse: %v\n%s", err, block)
+			continue
+		}
+		if doc.Kind != "NetworkPolicy" {
+			continue
+		}
+		policies++
+		got := map[string]bool{}
+		for _, rule := range doc.Spec.Ingress {
+			for _, p := range rule.Ports {
+				got[fmt.Sprintf("%d/%s", p.Port, p.Protocol)] = true
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("docs/fleet.md: the NetworkPolicy lets in %v, the container listens on %v", keys(got), keys(want))
+		}
+	}
+	if blocks < 3 || policies != 1 {
+		t.Errorf("docs/fleet.md: %d yaml blocks, %d NetworkPolicy; want the Service, sidecar and NetworkPolicy snippets", blocks, policies)
 	}
 }
