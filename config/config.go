@@ -174,6 +174,21 @@ type QueryLog struct {
 type Admin struct {
 	Listen        string `toml:"listen"`         // HTTP: the status page, /metrics, /api/*; "" disables
 	RecentQueries int    `toml:"recent_queries"` // queries kept in memory for the status page and /api/queries; 0 off
+
+	// PasswordHash is the dashboard's password as `nxdnsd -hash-password`
+	// prints its hash (bcrypt); "" is none (spec section 13).
+	PasswordHash string `toml:"password_hash"`
+
+	// Tokens are the [[admin.tokens]]: bearer tokens for scripts,
+	// checked when PasswordHash is set.
+	Tokens []AdminToken `toml:"tokens"`
+}
+
+// AdminToken is one [[admin.tokens]] entry.
+type AdminToken struct {
+	Name string `toml:"name"` // unique; named in the log
+	Hash string `toml:"hash"` // the token's hash, as `nxdnsd -hash-password` prints it
+	Role string `toml:"role"` // read: GET only; admin: everything
 }
 
 // Log is the [log] table.

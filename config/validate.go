@@ -61,6 +61,7 @@ func (c *Config) check() Problems {
 		}
 	}
 	ck.inRange("admin.recent_queries", c.Admin.RecentQueries, 0, MaxRecentQueries)
+	ck.adminAuth(c.Admin)
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":
 	default:

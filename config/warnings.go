@@ -28,6 +28,7 @@ func (c *Config) Warnings() Problems {
 			warn("cache.path", msg)
 		}
 	}
+	ws = append(ws, c.adminAuthWarnings()...)
 	return append(ws, c.bootstrapWarnings()...)
 }
 
