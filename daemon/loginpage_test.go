@@ -72,6 +72,25 @@ address = "udp://`+up.Addr+`"
 	}
 	waitVisible(ctx, t, "#password")
 	waitFor(ctx, t, "the login form after the logout", `location.pathname === "/login" && !!document.querySelector("#password")`)
+
+	// The page's own button logs out.
+	login("open sesame")
+	waitVisible(ctx, t, "#logout")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout"))); err != nil {
+		t.Fatal(err)
+	}
+	waitVisible(ctx, t, "#password")
+	// The logout removed the cookie: / sends the browser back to the
+	// form. (That nxdnsd ends the session itself, for a client that
+	// keeps the cookie, is tested in package admin.)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the login form for the old cookie", `location.pathname === "/login"`)
+	cookies, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil || cookies != "" {
+		t.Errorf("cookies the page's script can read: %q (%v), want none: the session cookie is HttpOnly", cookies, err)
+	}
 }
 
 // waitVisible waits until the page, whichever it has become, shows an
