@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -79,6 +81,9 @@ type Guard struct {
 	throttle *throttle
 	cache    tokenCache
 	hashing  chan struct{} // a counting semaphore of maxHashing bcrypt checks
+
+	mu     sync.Mutex // guards following
+	checks map[checkKey]*tokenCheck
 }
 
 // New returns a Guard enforcing cfg.
@@ -92,6 +97,7 @@ func New(cfg Config) *Guard {
 		sessions:  newSessions(),
 		throttle:  newThrottle(),
 		hashing:   make(chan struct{}, maxHashing),
+		checks:    make(map[checkKey]*tokenCheck),
 	}
 	if cfg.PasswordHash != "" {
 		g.password = []byte(cfg.PasswordHash)
@@ -226,25 +232,20 @@ func (g *Guard) checkToken(w http.ResponseWriter, r *http.Request, tok string) (
 		}
 		return g.tokens[i].roleOrRead(), true
 	}
-	i, ok, done := g.attempt(w, r, client, func() int {
-		for i, h := range g.tokenHashes {
-			if checkPassword(h, []byte(tok)) {
-				return i
-			}
-		}
-		return -1
-	})
-	if !done {
+	v, ok := g.sharedTokenCheck(r.Context(), client, k, tok)
+	switch {
+	case !ok: // the client went away
 		return "", false
-	}
-	if !ok {
+	case v.refused:
+		g.tooMany(w, v.until)
+		return "", false
+	case v.i < 0:
 		g.log.Info("admin: a bearer token matched no admin.tokens", zap.String("client", r.RemoteAddr))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="nxdnsd", error="invalid_token"`)
 		refuse(w, http.StatusUnauthorized, "the bearer token matches none of admin.tokens")
 		return "", false
 	}
-	g.cache.put(k, i)
-	return g.tokens[i].roleOrRead(), true
+	return g.tokens[v.i].roleOrRead(), true
 }
 
 // roleOrRead is the token's role; an unknown one (from values that were
@@ -256,34 +257,93 @@ func (t Token) roleOrRead() Role {
 	return RoleRead
 }
 
-// attempt runs check, one or more bcrypt checks returning the index of
-// what matched or -1, as a throttled attempt of client: it answers 429
-// without running it while the client is throttled, and counts a miss as
-// a failure. It holds no lock while check runs, and waits for one of the
-// maxHashing turns first. done is false when it answered r itself (429),
-// or r was canceled while waiting.
-func (g *Guard) attempt(w http.ResponseWriter, r *http.Request, client netip.Prefix, check func() int) (i int, ok, done bool) {
+// verdict is the outcome of one throttled check.
+type verdict struct {
+	i       int       // what matched, or -1
+	refused bool      // the client is throttled: nothing was checked
+	until   time.Time // when refused, until when
+}
+
+// tokenCheck is the check of one token from one client, shared by every
+// request that carries it while it runs: a dashboard that opens with six
+// parallel requests costs one bcrypt check and one attempt of its
+// client's allowance, not six (the sixth would be 429).
+type tokenCheck struct {
+	done chan struct{} // closed once v is set
+	v    verdict
+}
+
+type checkKey struct {
+	client netip.Prefix
+	token  [sha256.Size]byte
+}
+
+// sharedTokenCheck returns the verdict on the token whose SHA-256 is k,
+// from client: that of the check in progress for them, or of a new one.
+// The check runs on a goroutine of its own, so that a request that goes
+// away (false) cuts short no one else's wait; it ends on its own, after
+// at most a wait for a hashing turn and the bcrypt checks.
+func (g *Guard) sharedTokenCheck(ctx context.Context, client netip.Prefix, k [sha256.Size]byte, tok string) (verdict, bool) {
+	key := checkKey{client, k}
+	g.mu.Lock()
+	c := g.checks[key]
+	if c == nil {
+		c = &tokenCheck{done: make(chan struct{})}
+		g.checks[key] = c
+		go func() {
+			c.v = g.check(context.Background(), client, func() int {
+				for i, h := range g.tokenHashes {
+					if checkPassword(h, []byte(tok)) {
+						return i
+					}
+				}
+				return -1
+			})
+			if c.v.i >= 0 {
+				g.cache.put(k, c.v.i) // before the check leaves the map: no request misses both
+			}
+			g.mu.Lock()
+			delete(g.checks, key)
+			g.mu.Unlock()
+			close(c.done)
+		}()
+	}
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.v, true
+	case <-ctx.Done():
+		return verdict{}, false
+	}
+}
+
+// check runs fn, one or more bcrypt checks returning the index of what
+// matched or -1, as a throttled attempt of client: it is refused without
+// running while the client is throttled, and a miss counts as a failure.
+// It holds no lock while fn runs, and waits for one of the maxHashing
+// turns first; if ctx ends during that wait, it returns i -1 having
+// counted nothing.
+func (g *Guard) check(ctx context.Context, client netip.Prefix, fn func() int) verdict {
 	if until, begun := g.throttle.begin(client, g.now()); !begun {
-		g.tooMany(w, until)
-		return -1, false, false
+		return verdict{i: -1, refused: true, until: until}
 	}
 	select {
 	case g.hashing <- struct{}{}:
-	case <-r.Context().Done():
+	case <-ctx.Done():
 		g.throttle.end(client, true, g.now()) // not a failure: nothing was checked
-		return -1, false, false
+		return verdict{i: -1}
 	}
-	i = check()
+	i := fn()
 	<-g.hashing
 	now := g.now()
 	g.throttle.end(client, i >= 0, now)
 	if i < 0 {
 		if until, blocked := g.throttle.blocked(client, now); blocked {
 			g.log.Warn("admin: too many failed logins and tokens; refusing this client's until the time given",
-				zap.String("client", r.RemoteAddr), zap.Time("until", until))
+				zap.Stringer("client", client), zap.Time("until", until))
 		}
 	}
-	return i, i >= 0, true
+	return verdict{i: i}
 }
 
 func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
@@ -295,17 +355,19 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusBadRequest, `the body must be {"password":"…"}`)
 		return
 	}
-	client := clientOf(r)
-	_, ok, done := g.attempt(w, r, client, func() int {
+	v := g.check(r.Context(), clientOf(r), func() int {
 		if checkPassword(g.password, []byte(body.Password)) {
 			return 0
 		}
 		return -1
 	})
-	if !done {
+	switch {
+	case v.refused:
+		g.tooMany(w, v.until)
 		return
-	}
-	if !ok {
+	case r.Context().Err() != nil: // the client went away
+		return
+	case v.i < 0:
 		g.log.Info("admin: a login failed", zap.String("client", r.RemoteAddr))
 		refuse(w, http.StatusUnauthorized, "wrong password")
 		return
