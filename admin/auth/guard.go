@@ -133,8 +133,11 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 
 func (g *Guard) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if !safeMethod(r.Method) && crossOrigin(r) {
-		refuse(w, http.StatusForbidden, "a request that changes state must come from the admin API's own origin, not "+
-			strconv.Quote(r.Header.Get("Origin")))
+		from := "Origin " + strconv.Quote(r.Header.Get("Origin"))
+		if r.Header.Get("Origin") == "" {
+			from = "Sec-Fetch-Site " + r.Header.Get("Sec-Fetch-Site")
+		}
+		refuse(w, http.StatusForbidden, "a request that changes state must come from the admin API's own origin, not "+from)
 		return
 	}
 	if Open(r.URL.Path) {
