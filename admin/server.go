@@ -66,8 +66,8 @@ var _ Pool = (*actors.Pool)(nil)
 // Config is what a Server serves.
 type Config struct {
 	// Listen is the "IP:PORT" to bind; port 0 picks one (see Addr). The
-	// configuration's default is loopback: the admin API has no
-	// authentication.
+	// configuration's default is loopback, the one address that serves
+	// the whole API without a password (see Auth).
 	Listen string
 
 	Metrics Metrics     // required
@@ -88,6 +88,9 @@ type Config struct {
 
 	// Version is nxdnsd's version, which the status page shows.
 	Version string
+
+	// Auth is who may use the admin API (spec section 13; authmw.go).
+	Auth AuthConfig
 
 	// Allow reports whether a client may use the admin API
 	// (server.allow); the others are answered 403. Nil allows everyone.
@@ -152,6 +155,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", serveStatusPage)
 	mux.HandleFunc("GET /api/queries", s.serveQueries)
 	mux.HandleFunc("GET /api/stats", s.serveStats)
+	mux = s.withAuth(mux) // spec section 13: sessions, tokens, Origin (authmw.go)
 	h := s.checkHost(mux)
 	if s.cfg.Allow == nil {
 		return h
@@ -181,8 +185,8 @@ func (s *Server) Start() error {
 	s.ln, s.done, s.stopSampler = ln, make(chan struct{}), make(chan struct{})
 	done, stop := s.done, s.stopSampler
 	s.mu.Unlock()
-	if !ap.Addr().IsLoopback() {
-		s.log.Warn("the admin API is reachable from the network and has no authentication",
+	if !ap.Addr().IsLoopback() && s.cfg.Auth.PasswordHash == "" {
+		s.log.Warn("admin.listen is not a loopback address and has no password: serving only /metrics, /livez and /readyz",
 			zap.String("listen", s.cfg.Listen))
 	}
 	s.log.Info("serving", zap.String("proto", "http"), zap.Stringer("addr", ln.Addr()))

@@ -187,6 +187,21 @@ type Admin struct {
 	// localhost that a request's Host may give; others are answered 421
 	// (spec section 13: DNS rebinding). Empty by default.
 	Hosts []string `toml:"hosts"`
+
+	// PasswordHash is the dashboard's password as `nxdnsd -hash-password`
+	// prints its hash (bcrypt); "" is none (spec section 13).
+	PasswordHash string `toml:"password_hash"`
+
+	// Tokens are the [[admin.tokens]]: bearer tokens for scripts,
+	// checked when PasswordHash is set.
+	Tokens []AdminToken `toml:"tokens"`
+}
+
+// AdminToken is one [[admin.tokens]] entry.
+type AdminToken struct {
+	Name string `toml:"name"` // unique; named in the log
+	Hash string `toml:"hash"` // the token's hash, as `nxdnsd -hash-password` prints it
+	Role string `toml:"role"` // read: GET only; admin: everything
 }
 
 // Log is the [log] table.

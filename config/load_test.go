@@ -39,7 +39,7 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Server](), reflect.TypeFor[UpstreamPolicy](), reflect.TypeFor[Upstream](),
 		reflect.TypeFor[ForwardZone](), reflect.TypeFor[LocalRecord](), reflect.TypeFor[QueryLog](),
-		reflect.TypeFor[Admin](), reflect.TypeFor[Log](), reflect.TypeFor[Clients](), reflect.TypeFor[StaticClient](),
+		reflect.TypeFor[Admin](), reflect.TypeFor[AdminToken](), reflect.TypeFor[Log](), reflect.TypeFor[Clients](), reflect.TypeFor[StaticClient](),
 	} {
 		for f := range typ.Fields() {
 			key := f.Tag.Get("toml")

@@ -65,6 +65,7 @@ func (c *Config) check() Problems {
 	ck.adminHosts(c.Admin.Hosts)
 	ck.clients(&c.Clients)
 	ck.blocking(&c.Blocking)
+	ck.adminAuth(c.Admin)
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":
 	default:

@@ -28,6 +28,7 @@ func (c *Config) Warnings() Problems {
 			warn("cache.path", msg)
 		}
 	}
+	ws = append(ws, c.adminAuthWarnings()...)
 	ws = append(ws, c.bootstrapWarnings()...)
 	ws = append(ws, c.rebindWarnings()...)
 	return append(ws, c.Clients.fileWarnings()...)

@@ -152,7 +152,18 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Version:  d.opts.version,
 		Allow:    func(a netip.Addr) bool { return d.front.current().handler.Allows(a) },
 		Hosts:    d.cfg.Admin.Hosts,
+		Auth:     adminAuth(d.cfg.Admin),
 	})
+}
+
+// adminAuth is who may use the admin API: [admin]'s password_hash and
+// tokens. Like the rest of [admin], a reload leaves them as they started.
+func adminAuth(a config.Admin) admin.AuthConfig {
+	ac := admin.AuthConfig{PasswordHash: a.PasswordHash}
+	for _, t := range a.Tokens {
+		ac.Tokens = append(ac.Tokens, t.AuthToken())
+	}
+	return ac
 }
 
 // AdminAddr returns the admin server's bound address (its port when

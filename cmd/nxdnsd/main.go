@@ -4,6 +4,7 @@
 //	nxdnsd -c FILE            run with the TOML configuration FILE
 //	nxdnsd -c FILE -check     validate only: exit 0 when valid, else 2
 //	nxdnsd -version           print the version
+//	nxdnsd -hash-password     read a password from stdin, print its hash
 //	nxdnsd -h                 print the usage
 //
 // SIGINT and SIGTERM stop it gracefully; SIGHUP reloads the configuration
@@ -67,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	path := fs.String("c", "", "TOML configuration `file` (default: the embedded default)")
 	check := fs.Bool("check", false, "validate the configuration and exit: 0 when valid, 2 otherwise")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	hashPw := fs.Bool("hash-password", false, "read a password (or an API token) from standard input, print its hash for admin.password_hash (or admin.tokens) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(fs, stdout)
@@ -82,6 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *showVersion {
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK
+	}
+	if *hashPw {
+		return hashPassword(os.Stdin, stdout, stderr)
 	}
 
 	cfg, err := loadConfig(*path)
@@ -232,7 +237,7 @@ func configName(path string) string {
 
 // usage prints how to run nxdnsd to w.
 func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprint(w, `Usage: nxdnsd [-c FILE] [-check] [-version]
+	fmt.Fprint(w, `Usage: nxdnsd [-c FILE] [-check] [-version] [-hash-password]
 
 nxdnsd is a DNS forwarder. Without -c it runs on the embedded default
 configuration: DNS on 127.0.0.1:1053, the admin API on 127.0.0.1:8053.
