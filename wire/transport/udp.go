@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -134,7 +133,7 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, deadline 
 	if err != nil {
 		return Answer{}, err
 	}
-	id := uint16(rand.Uint32())
+	id := newWireID()
 	binary.BigEndian.PutUint16(query, id)
 	n, err := s.exchange(ctx, query, buf, id, deadline)
 	if err != nil {
