@@ -56,11 +56,12 @@ type udpPoller struct {
 	dials  *atomic.Uint64 // the transport's count of ports used
 	family int            // AF_INET or AF_INET6: the upstream's
 	sa4    unix.RawSockaddrInet4
-	sa6    unix.RawSockaddrInet6 // the upstream, one of the two by family; never written after newUDPPoller
-	epfd   int                   // the epoll instance; open while refs > 0
-	file   *os.File              // epfd, in Go's poller
-	raw    syscall.RawConn       // file's
-	reader sync.WaitGroup        // run
+	sa6    unix.RawSockaddrInet6             // the upstream, one of the two by family; never written after newUDPPoller
+	epfd   int                               // the epoll instance; open while refs > 0
+	file   *os.File                          // epfd, in Go's poller
+	raw    syscall.RawConn                   // file's
+	reader sync.WaitGroup                    // run
+	write  func(fd int, b []byte) unix.Errno // rawWrite; a test's fake
 
 	// Owned by run.
 	events [udpEvents]unix.EpollEvent
@@ -112,7 +113,7 @@ type udpSock struct {
 // newUDPPoller returns a poller of sockets connected to peer, and starts
 // its goroutine; close stops it.
 func newUDPPoller(peer netip.AddrPort, label string, dials *atomic.Uint64) (*udpPoller, error) {
-	p := &udpPoller{label: label, dials: dials}
+	p := &udpPoller{label: label, dials: dials, write: rawWrite}
 	if err := p.setPeer(peer); err != nil {
 		return nil, err
 	}
@@ -196,10 +197,9 @@ func (p *udpPoller) exchange(ctx context.Context, query, buf []byte, id uint16, 
 	p.dials.Add(1)
 	p.wait(s, id, buf, ctx, deadline)
 	step := "reading from"
-	if _, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&query[0])), uintptr(len(query))); e != 0 {
-		err := error(e)
+	if err := p.send(s.fd, query); err != nil {
 		step = "writing to"
-		p.fail(s, os.NewSyscallError("write", err))
+		p.fail(s, err)
 	}
 	<-s.ready
 	n, err := s.n, s.err
@@ -208,6 +208,32 @@ func (p *udpPoller) exchange(ctx context.Context, query, buf []byte, id uint16, 
 		return 0, ioError(ctx, step, p.label, err)
 	}
 	return n, nil
+}
+
+// send writes query on the socket fd, connected to the upstream: again
+// when a signal interrupted the call. A full send buffer (EAGAIN: a
+// non-blocking datagram socket never waits for room) is this host's
+// queue, not the upstream's doing: it is reported as ENOBUFS, the
+// shortage of socket buffers that actors.Classify places as local.
+func (p *udpPoller) send(fd int, query []byte) error {
+	for {
+		e := p.write(fd, query)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			e = unix.ENOBUFS
+		}
+		return os.NewSyscallError("write", e)
+	}
+}
+
+// rawWrite writes b on the socket fd with one bare write.
+func rawWrite(fd int, b []byte) unix.Errno {
+	_, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	return e
 }
 
 // get returns a socket for an exchange, idle or new, bound to no port.
