@@ -69,14 +69,20 @@ type udpPoller struct {
 	everr  error
 	poll   func(fd uintptr) bool // reads events; made once, since a closure made per wake would be allocated
 
-	mu     sync.Mutex // guards following, and the fields of every udpSock in socks
-	socks  []*udpSock // every socket open, by the index its events carry; nil where free
-	free   []int32    // the free indexes of socks
-	idle   []*udpSock // the sockets no exchange has, disconnected
-	live   int        // the sockets an exchange has
-	refs   int        // holders of epfd: the transport until close, and each exchange
-	armed  time.Time  // the read deadline set on file; zero: none
-	closed bool       // close was called, or run ended
+	mu       sync.Mutex // guards following, and the fields of every udpSock in socks
+	socks    []*udpSock // every socket open, by the index its events carry; nil where free
+	free     []int32    // the free indexes of socks
+	idle     []*udpSock // the sockets no exchange has, disconnected
+	live     int        // the sockets an exchange has
+	refs     int        // holders of epfd: the transport until close, and each exchange
+	armed    time.Time  // the read deadline set on file; zero: none
+	closed   bool       // close was called, or run ended
+	released bool       // close was called: the transport let go of epfd
+
+	// ended is raised when run ended on its own, not by close: the
+	// transport then replaces the poller on its next exchange (see
+	// UDP.sockets). Read without mu by every exchange.
+	ended atomic.Bool
 }
 
 // udpEvents is how many events run takes from epoll at once.
@@ -394,22 +400,28 @@ func (p *udpPoller) put(s *udpSock, reusable bool) {
 // close fails the waits with net.ErrClosed, closes the idle sockets, wakes
 // run and waits for it to end. The epoll instance is closed by the last
 // exchange to let go of it.
+//
+// A poller whose run ended on its own (see end) is closed the same way:
+// its idle sockets and the transport's hold on epfd are let go of here.
 func (p *udpPoller) close() {
 	p.mu.Lock()
 	var idle []*udpSock
 	last := false
-	if !p.closed {
-		p.closed = true
-		for _, s := range p.socks {
-			if s != nil && s.busy && !s.claimed {
-				p.deliverLocked(s, 0, net.ErrClosed)
+	if !p.released {
+		p.released = true
+		if !p.closed {
+			p.closed = true
+			for _, s := range p.socks {
+				if s != nil && s.busy && !s.claimed {
+					p.deliverLocked(s, 0, net.ErrClosed)
+				}
 			}
+			p.arm(aLongTimeAgo) // run wakes, sees closed, and ends
 		}
 		idle, p.idle = p.idle, nil
 		for _, s := range idle {
 			p.socks[s.idx] = nil
 		}
-		p.arm(aLongTimeAgo) // run wakes, sees closed, and ends
 		p.refs--
 		last = p.refs == 0
 	}

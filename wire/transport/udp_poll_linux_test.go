@@ -171,3 +171,37 @@ func TestUDPPollerWriteEAGAINIsLocal(t *testing.T) {
 	p.write = rawWrite
 	mustAnswer(t, u, query("room.example")) // the socket serves again
 }
+
+// A poller whose goroutine ended on its own (its epoll instance closed
+// under it) is replaced on the next exchange, which is answered; the old
+// one's sockets are let go of.
+func TestUDPPollerReplacedAfterItsGoroutineEnded(t *testing.T) {
+	t.Parallel()
+	up := newEchoUpstream(t)
+	u := newTestUDP(t, up.addr)
+	mustAnswer(t, u, query("first.example"))
+	p := u.poller.Load()
+	_ = p.file.Close() // run's wait fails: it ends, failing nothing (no exchange waits)
+	p.reader.Wait()
+	mustAnswer(t, u, query("after.example"))
+	if u.poller.Load() == p || u.restarts.Load() != 1 {
+		t.Errorf("poller replaced: %v, restarts %d; want a new poller, 1", u.poller.Load() != p, u.restarts.Load())
+	}
+	p.mu.Lock()
+	open := len(p.socks) - countNil(p.socks)
+	idle := len(p.idle)
+	p.mu.Unlock()
+	if open != 0 || idle != 0 {
+		t.Errorf("the old poller keeps %d sockets, %d idle; want none", open, idle)
+	}
+	mustAnswer(t, u, query("again.example"))
+}
+
+func countNil(socks []*udpSock) (n int) {
+	for _, s := range socks {
+		if s == nil {
+			n++
+		}
+	}
+	return n
+}
