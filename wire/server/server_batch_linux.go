@@ -242,13 +242,22 @@ func (s *Server) readUDPBatches(pc *net.UDPConn, batch int) {
 	}
 }
 
+// errSentNothing is a sendmmsg that returned 0 without an error.
+var errSentNothing = errors.New("sendmmsg sent nothing")
+
 // flush sends the batch's answers, skipping any that fails, as writeUDP
-// would have failed it, and logs the failures to log.
+// would have failed it, and logs the failures to log. A sendmmsg that
+// sent nothing and said nothing (which the kernel does not do for a
+// datagram socket, but flush must end whatever it is told) fails the
+// first answer left, as an error would.
 func (b *udpBatch) flush(rc syscall.RawConn, log *zap.Logger) {
 	for b.sent < b.nout {
 		if err := rc.Write(b.send); err != nil {
 			log.Debug("writing udp answers", zap.Error(err))
 			return // the socket is closed, or Shutdown gave up on answers
+		}
+		if b.err == nil && b.n <= 0 {
+			b.err = errSentNothing
 		}
 		if b.err != nil {
 			log.Debug("writing udp answer", zap.Error(b.err))

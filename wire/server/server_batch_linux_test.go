@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -205,5 +206,53 @@ func TestServerOversizedQueryGoesToTheHandlerCut(t *testing.T) {
 		if want := min(len(m), udpBatchBufLen); seen.Load() != int64(want) {
 			t.Fatalf("a %d-byte datagram reached the handler as %d bytes, want %d", len(m), seen.Load(), want)
 		}
+	}
+}
+
+// fakeRawConn runs the read and write functions it is given at once, on
+// descriptor -1, as a ready socket would, until they report done; its
+// Write fails once writes is zero, so that a flush that does not end is
+// seen, not waited for.
+type fakeRawConn struct {
+	writes int // Write calls left
+}
+
+func (*fakeRawConn) Control(f func(uintptr)) error { f(^uintptr(0)); return nil }
+
+func (*fakeRawConn) Read(f func(uintptr) bool) error {
+	for !f(^uintptr(0)) {
+	}
+	return nil
+}
+
+func (c *fakeRawConn) Write(f func(uintptr) bool) error {
+	if c.writes == 0 {
+		return errors.New("fakeRawConn: no writes left")
+	}
+	c.writes--
+	for !f(^uintptr(0)) {
+	}
+	return nil
+}
+
+// A sendmmsg that returns 0 without an error (sent nothing, said nothing)
+// cannot make flush loop: each such call gives up on one answer.
+func TestUDPBatchFlushEndsWhenNothingIsSent(t *testing.T) {
+	t.Parallel()
+	b := newUDPBatch(4, false)
+	b.reset()
+	for i := range 3 {
+		b.queue(i, []byte("answer"), netip.Addr{}, 0)
+	}
+	calls := 0
+	b.send = func(uintptr) bool {
+		calls++
+		b.n, b.err = 0, nil
+		return true
+	}
+	rc := &fakeRawConn{writes: 100}
+	b.flush(rc, zap.NewNop())
+	if calls != 3 || b.sent != b.nout {
+		t.Errorf("%d sendmmsg calls for 3 answers, %d of %d given up; want 3 and every one", calls, b.sent, b.nout)
 	}
 }
