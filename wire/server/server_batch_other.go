@@ -7,8 +7,8 @@ import (
 	"net/netip"
 )
 
-// readUDPBatches is readUDP: batched system calls are Linux's.
-func (s *Server) readUDPBatches(pc *net.UDPConn, _ int) { s.readUDP(pc) }
+// newUDPIn reads one datagram at a time: batched system calls are Linux's.
+func newUDPIn(pc *net.UDPConn, _ int) udpIn { return newUDPSingle(pc) }
 
 // udpSender is nothing here: workers write through the net package.
 type udpSender struct{}
