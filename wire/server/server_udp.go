@@ -60,17 +60,35 @@ func (s *Server) readUDP(pc *net.UDPConn, batch int) {
 // MaxConcurrentQueries (plus workers idling out) however fast datagrams
 // arrive.
 func (s *Server) readFrom(in udpIn, r *udpReader) {
+	var fails int
+	var backoff time.Duration
 	for {
 		n, err := in.read()
 		if err != nil {
 			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Nothing else is fatal to an unconnected socket; whatever
-			// it was concerned one datagram.
-			s.log.Debug("reading udp", zap.Error(err))
+			// Anything else is a resource shortage or a socket gone
+			// bad, not a datagram's fault on an unconnected socket: the
+			// first of a run is retried at once (it may have concerned
+			// one datagram), the next back off as acceptTCP does
+			// instead of spinning on them.
+			if fails++; fails == 1 {
+				s.log.Debug("reading udp", zap.Error(err))
+				continue
+			}
+			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+			s.log.Warn("reading udp", zap.Error(err), zap.Duration("retry_in", backoff))
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+				return
+			}
 			continue
 		}
+		fails, backoff = 0, 0
 		for i := range n {
 			raw, from, local, ifindex := in.datagram(i)
 			if !from.IsValid() {
