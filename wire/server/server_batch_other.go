@@ -5,6 +5,7 @@ package server
 import (
 	"net"
 	"net/netip"
+	"syscall"
 )
 
 // newUDPIn reads one datagram at a time: batched system calls are Linux's.
@@ -15,9 +16,9 @@ type udpSender struct{}
 
 func newUDPSender() *udpSender { return nil }
 
-// rawFD is -1: no bare system calls here.
-func rawFD(*net.UDPConn) int { return -1 }
+// rawConn is nil: no bare system calls here.
+func rawConn(*net.UDPConn) syscall.RawConn { return nil }
 
-func (*udpSender) send(int, bool, []byte, netip.AddrPort, netip.Addr, int32) (bool, error) {
+func (*udpSender) send(syscall.RawConn, bool, []byte, netip.AddrPort, netip.Addr, int32) (bool, error) {
 	return false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -165,17 +166,17 @@ func (u *udpSingle) flush(log *zap.Logger) {
 type udpReader struct {
 	s    *Server
 	pc   *net.UDPConn
-	fast FastHandler // the Handler, when it is one
-	req  *Request    // the fast path's, reused: one allocation per reader
-	fd   int         // pc's descriptor for the workers' udpSender, or -1
-	v6   bool        // pc is an IPv6 socket
+	fast FastHandler     // the Handler, when it is one
+	req  *Request        // the fast path's, reused: one allocation per reader
+	rc   syscall.RawConn // pc's, for the workers' udpSender; or nil
+	v6   bool            // pc is an IPv6 socket
 }
 
 func (s *Server) newUDPReader(pc *net.UDPConn) *udpReader {
 	fast, _ := s.Handler.(FastHandler)
 	la, _ := pc.LocalAddr().(*net.UDPAddr)
 	v6 := la != nil && la.IP.To4() == nil
-	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request), fd: rawFD(pc), v6: v6}
+	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request), rc: rawConn(pc), v6: v6}
 }
 
 // take serves the datagram raw that came from from (to local, on
@@ -213,7 +214,7 @@ func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifin
 		q.out = make([]byte, 0, clientAnswerBufLen)
 	}
 	q.req.Answer = q.out[:0]
-	job := udpJob{pc: r.pc, fd: r.fd, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
+	job := udpJob{pc: r.pc, rc: r.rc, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
 	select {
 	case s.udpWork <- job:
 	default:
@@ -237,8 +238,8 @@ const udpWorkerIdle = 10 * time.Second
 // query asks the idle worker that takes it to end.
 type udpJob struct {
 	pc      *net.UDPConn
-	fd      int  // pc's descriptor, or -1 (see udpSender)
-	v6      bool // pc is an IPv6 socket
+	rc      syscall.RawConn // pc's, or nil (see udpSender)
+	v6      bool            // pc is an IPv6 socket
 	q       *clientQuery
 	to      netip.AddrPort
 	local   netip.Addr // the address the client asked, on a wildcard socket; else invalid
@@ -302,8 +303,8 @@ func (s *Server) serveUDP(job udpJob, w *udpSender) {
 	if answer == nil {
 		return
 	}
-	if job.fd >= 0 {
-		if sent, err := w.send(job.fd, job.v6, answer, job.to, job.local, job.ifindex); sent {
+	if job.rc != nil {
+		if sent, err := w.send(job.rc, job.v6, answer, job.to, job.local, job.ifindex); sent {
 			if err != nil {
 				s.log.Debug("writing udp answer", zap.Stringer("client", job.to), zap.Error(err))
 			}
