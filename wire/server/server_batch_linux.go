@@ -121,7 +121,13 @@ func newUDPBatch(rc syscall.RawConn, size int, wildcard bool) *udpBatch {
 	return b
 }
 
-// read takes the datagrams queued on the socket, waiting for one.
+// errReadNothing is a recvmmsg that returned 0 without an error.
+var errReadNothing = errors.New("recvmmsg read nothing")
+
+// read takes the datagrams queued on the socket, waiting for one. A
+// recvmmsg that read nothing and said nothing (a non-blocking socket says
+// EAGAIN instead) is an error, which the reader loop backs off from
+// rather than spin on.
 func (b *udpBatch) read() (int, error) {
 	b.reset()
 	if err := b.rc.Read(b.recv); err != nil {
@@ -129,6 +135,9 @@ func (b *udpBatch) read() (int, error) {
 	}
 	if b.err != nil {
 		return 0, b.err
+	}
+	if b.n <= 0 {
+		return 0, errReadNothing
 	}
 	return b.n, nil
 }

@@ -217,3 +217,17 @@ func TestUDPBatchFlushEndsWhenNothingIsSent(t *testing.T) {
 		t.Errorf("%d sendmmsg calls for 3 answers, %d of %d given up; want 3 and every one", calls, b.sent, b.nout)
 	}
 }
+
+// A recvmmsg that returns 0 without an error is a read error, which the
+// reader loop backs off from, not a read of nothing to go round again on.
+func TestUDPBatchReadOfNothingIsAnError(t *testing.T) {
+	t.Parallel()
+	b := newUDPBatch(&fakeRawConn{}, 4, false)
+	b.recv = func(uintptr) bool {
+		b.n, b.err = 0, nil
+		return true
+	}
+	if n, err := b.read(); err == nil {
+		t.Errorf("a recvmmsg of nothing read %d datagrams and no error, want an error", n)
+	}
+}
