@@ -285,7 +285,7 @@ func (s *Server) Start() error {
 		s.udpSenders.Add(1)
 		s.wg.Go(func() {
 			defer s.udpSenders.Done()
-			s.readUDPBatches(pc, positiveOr(s.UDPBatch, DefaultUDPBatch))
+			s.readUDP(pc, positiveOr(s.UDPBatch, DefaultUDPBatch))
 		})
 	}
 	// One line per address, not per socket: the sockets of an address

@@ -21,13 +21,6 @@ import (
 // nothing queued it costs what recvfrom did. Queries for workers are handed
 // on as each is read, before the batch's answers go out.
 
-// udpBatchBufLen is the room for each datagram of a batch. Of a longer
-// one (nothing a resolver sends: a query carries one question and an OPT
-// record) the handler gets the first udpBatchBufLen bytes, and its rules
-// decide: a query whose records run past them is malformed, answered
-// FORMERR, counted and logged as any other.
-const udpBatchBufLen = 4096
-
 // mmsghdr is struct mmsghdr: a msghdr and the length the kernel read or
 // wrote. Go pads it as C does, on 64-bit and 32-bit platforms alike.
 type mmsghdr struct {
@@ -39,10 +32,11 @@ type mmsghdr struct {
 // and the buffers they point to, allocated once per reader (and so never
 // on a goroutine's stack, which may move).
 type udpBatch struct {
+	rc    syscall.RawConn // the socket's
 	in    []mmsghdr
 	iov   []unix.Iovec
 	names []unix.RawSockaddrInet6 // room for either family's address
-	bufs  []byte                  // len(in) × udpBatchBufLen
+	bufs  []byte                  // len(in) × udpReadBufLen
 	oob   []byte                  // len(in) × 2 pktinfoLen on a wildcard socket; else nil
 	ans   []byte                  // len(in) × clientAnswerBufLen: the answers made on the reader
 
@@ -59,12 +53,26 @@ type udpBatch struct {
 	send    func(fd uintptr) bool
 }
 
-func newUDPBatch(size int, wildcard bool) *udpBatch {
+var _ udpIn = (*udpBatch)(nil)
+
+// newUDPIn is how a reader of pc reads: in batches of up to batch
+// datagrams, or one at a time when batch is 1 or pc gives no raw access.
+func newUDPIn(pc *net.UDPConn, batch int) udpIn {
+	rc, err := pc.SyscallConn()
+	if err != nil || batch <= 1 {
+		return newUDPSingle(pc)
+	}
+	la, _ := pc.LocalAddr().(*net.UDPAddr)
+	return newUDPBatch(rc, batch, la != nil && la.IP.IsUnspecified())
+}
+
+func newUDPBatch(rc syscall.RawConn, size int, wildcard bool) *udpBatch {
 	b := &udpBatch{
+		rc:     rc,
 		in:     make([]mmsghdr, size),
 		iov:    make([]unix.Iovec, size),
 		names:  make([]unix.RawSockaddrInet6, size),
-		bufs:   make([]byte, size*udpBatchBufLen),
+		bufs:   make([]byte, size*udpReadBufLen),
 		ans:    make([]byte, size*clientAnswerBufLen),
 		out:    make([]mmsghdr, size),
 		outIov: make([]unix.Iovec, size),
@@ -74,8 +82,8 @@ func newUDPBatch(size int, wildcard bool) *udpBatch {
 		b.outOOB = make([]byte, size*pktinfoLen)
 	}
 	for i := range b.in {
-		b.iov[i].Base = &b.bufs[i*udpBatchBufLen]
-		b.iov[i].SetLen(udpBatchBufLen)
+		b.iov[i].Base = &b.bufs[i*udpReadBufLen]
+		b.iov[i].SetLen(udpReadBufLen)
 		h := &b.in[i].hdr
 		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 		h.Iov = &b.iov[i]
@@ -113,6 +121,27 @@ func newUDPBatch(size int, wildcard bool) *udpBatch {
 	return b
 }
 
+// errReadNothing is a recvmmsg that returned 0 without an error.
+var errReadNothing = errors.New("recvmmsg read nothing")
+
+// read takes the datagrams queued on the socket, waiting for one. A
+// recvmmsg that read nothing and said nothing (a non-blocking socket says
+// EAGAIN instead) is an error, which the reader loop backs off from
+// rather than spin on.
+func (b *udpBatch) read() (int, error) {
+	b.reset()
+	if err := b.rc.Read(b.recv); err != nil {
+		return 0, err
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.n <= 0 {
+		return 0, errReadNothing
+	}
+	return b.n, nil
+}
+
 // reset makes every header ready for the next recvmmsg, which overwrites
 // the lengths and flags it returns.
 func (b *udpBatch) reset() {
@@ -129,13 +158,13 @@ func (b *udpBatch) reset() {
 	b.nout, b.sent = 0, 0
 }
 
-// datagram returns the i-th datagram read (its first udpBatchBufLen
+// datagram returns the i-th datagram read (its first udpReadBufLen
 // bytes), its sender, and on a wildcard socket the address it was sent to
 // with its interface.
 func (b *udpBatch) datagram(i int) (raw []byte, from netip.AddrPort, local netip.Addr, ifindex int32) {
 	h := &b.in[i]
-	n := min(int(h.n), udpBatchBufLen)
-	raw = b.bufs[i*udpBatchBufLen : i*udpBatchBufLen+n]
+	n := min(int(h.n), udpReadBufLen)
+	raw = b.bufs[i*udpReadBufLen : i*udpReadBufLen+n]
 	from = sockaddrAddrPort(&b.names[i])
 	if b.oob != nil {
 		local, ifindex, _ = destination(b.oob[i*2*pktinfoLen : i*2*pktinfoLen+int(h.hdr.Controllen)])
@@ -203,52 +232,22 @@ func zoneName(idx uint32) string {
 	return name
 }
 
-// readUDPBatches is readUDP taking up to batch datagrams per system call.
-// It falls back to readUDP when pc gives no raw access.
-func (s *Server) readUDPBatches(pc *net.UDPConn, batch int) {
-	rc, err := pc.SyscallConn()
-	if err != nil || batch <= 1 {
-		s.readUDP(pc)
-		return
-	}
-	la, _ := pc.LocalAddr().(*net.UDPAddr)
-	b := newUDPBatch(batch, la != nil && la.IP.IsUnspecified())
-	r := s.newUDPReader(pc)
-	for {
-		b.reset()
-		if err := rc.Read(b.recv); err != nil {
-			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			s.log.Debug("reading udp", zap.Error(err))
-			continue
-		}
-		if b.err != nil {
-			// Nothing is fatal to an unconnected socket; whatever it
-			// was concerned one datagram.
-			s.log.Debug("reading udp", zap.Error(b.err))
-			continue
-		}
-		for i := range b.n {
-			raw, from, local, ifindex := b.datagram(i)
-			if !from.IsValid() {
-				continue
-			}
-			if answer := r.take(raw, from, local, ifindex, b.answerBuf(i)); answer != nil {
-				b.queue(i, answer, local, ifindex)
-			}
-		}
-		b.flush(rc, s.log)
-	}
-}
+// errSentNothing is a sendmmsg that returned 0 without an error.
+var errSentNothing = errors.New("sendmmsg sent nothing")
 
 // flush sends the batch's answers, skipping any that fails, as writeUDP
-// would have failed it, and logs the failures to log.
-func (b *udpBatch) flush(rc syscall.RawConn, log *zap.Logger) {
+// would have failed it, and logs the failures to log. A sendmmsg that
+// sent nothing and said nothing (which the kernel does not do for a
+// datagram socket, but flush must end whatever it is told) fails the
+// first answer left, as an error would.
+func (b *udpBatch) flush(log *zap.Logger) {
 	for b.sent < b.nout {
-		if err := rc.Write(b.send); err != nil {
+		if err := b.rc.Write(b.send); err != nil {
 			log.Debug("writing udp answers", zap.Error(err))
 			return // the socket is closed, or Shutdown gave up on answers
+		}
+		if b.err == nil && b.n <= 0 {
+			b.err = errSentNothing
 		}
 		if b.err != nil {
 			log.Debug("writing udp answer", zap.Error(b.err))

@@ -5,19 +5,20 @@ package server
 import (
 	"net"
 	"net/netip"
+	"syscall"
 )
 
-// readUDPBatches is readUDP: batched system calls are Linux's.
-func (s *Server) readUDPBatches(pc *net.UDPConn, _ int) { s.readUDP(pc) }
+// newUDPIn reads one datagram at a time: batched system calls are Linux's.
+func newUDPIn(pc *net.UDPConn, _ int) udpIn { return newUDPSingle(pc) }
 
 // udpSender is nothing here: workers write through the net package.
 type udpSender struct{}
 
 func newUDPSender() *udpSender { return nil }
 
-// rawFD is -1: no bare system calls here.
-func rawFD(*net.UDPConn) int { return -1 }
+// rawConn is nil: no bare system calls here.
+func rawConn(*net.UDPConn) syscall.RawConn { return nil }
 
-func (*udpSender) send(int, bool, []byte, netip.AddrPort, netip.Addr, int32) (bool, error) {
+func (*udpSender) send(syscall.RawConn, bool, []byte, netip.AddrPort, netip.Addr, int32) (bool, error) {
 	return false, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -311,5 +312,48 @@ func TestServerGarbage(t *testing.T) {
 	// Both long garbage messages on both protocols, then the query twice.
 	if len(seen) != 6 {
 		t.Errorf("handler called %d times, want 6", len(seen))
+	}
+}
+
+// Of a datagram larger than any query, cut short by the kernel, the
+// handler gets the first udpReadBufLen bytes and answers by its own
+// rules, whether the reader takes datagrams in batches or one at a time;
+// the reader goes on.
+func TestServerOversizedQueryGoesToTheHandlerCut(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []int{1, DefaultUDPBatch} {
+		t.Run(fmt.Sprintf("batch %d", batch), func(t *testing.T) {
+			t.Parallel()
+			var seen atomic.Int64
+			udp, _ := startServer(t, &Server{UDPBatch: batch, Handler: HandlerFunc(func(ctx context.Context, req *Request) []byte {
+				seen.Store(int64(len(req.Raw)))
+				return echo(ctx, req)
+			})})
+			conn, err := net.Dial("udp", udp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			q := pack(t, newQuery(4242, "big.example."))
+			big := append(q, make([]byte, udpReadBufLen+1000)...) // trailing bytes past the question
+			conn.SetReadDeadline(time.Now().Add(ioTimeout))
+			buf := make([]byte, 512)
+			for _, m := range [][]byte{big, q} {
+				if _, err := conn.Write(m); err != nil {
+					t.Fatal(err)
+				}
+				n, err := conn.Read(buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r dns.Msg
+				if err := r.Unpack(buf[:n]); err != nil || r.Id != 4242 || r.Rcode != dns.RcodeSuccess {
+					t.Fatalf("answer %v (%v)", r.MsgHdr, err)
+				}
+				if want := min(len(m), udpReadBufLen); seen.Load() != int64(want) {
+					t.Fatalf("a %d-byte datagram reached the handler as %d bytes, want %d", len(m), seen.Load(), want)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,12 +12,47 @@ import (
 	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
-// udpReadBufLen is the size of a reader's buffer: the largest UDP payload, so
-// that no datagram is silently cut short.
-const udpReadBufLen = 65535
+// udpReadBufLen is the room a reader has for each datagram, on every
+// platform and whether it reads them in batches or one at a time. Of a
+// longer datagram (nothing a resolver sends: a query carries one question
+// and an OPT record) the handler gets the first udpReadBufLen bytes, and
+// its rules decide: a query whose records run past them is malformed,
+// answered FORMERR, counted and logged as any other. (Windows, where a
+// datagram longer than the buffer is a read error, drops it instead.)
+const udpReadBufLen = 4096
 
-// readUDP is pc's reader loop. It ends when Shutdown pushes pc's read
-// deadline into the past.
+// udpIn is how a reader loop takes datagrams from its socket and sends the
+// answers it made itself: on Linux several at a time, with one recvmmsg and
+// one sendmmsg (udpBatch), elsewhere or with UDPBatch 1 one at a time
+// through the net package (udpSingle).
+type udpIn interface {
+	// read waits for datagrams and takes those queued, returning how
+	// many, or an error.
+	read() (int, error)
+	// datagram returns the i-th datagram of the last read (its first
+	// udpReadBufLen bytes), its sender, and on a wildcard socket the
+	// address it was sent to with its interface.
+	datagram(i int) (raw []byte, from netip.AddrPort, local netip.Addr, ifindex int32)
+	// answerBuf is the memory datagram i's answer may be built in.
+	answerBuf(i int) []byte
+	// queue has answer go back to datagram i's sender, from local when it
+	// is valid, at the next flush; answer must stay as it is until then.
+	queue(i int, answer []byte, local netip.Addr, ifindex int32)
+	// flush sends the answers queued since the last read, logging to log
+	// those that fail.
+	flush(log *zap.Logger)
+}
+
+// readUDP is pc's reader loop, taking up to batch datagrams per system
+// call where it can. It ends when Shutdown pushes pc's read deadline into
+// the past.
+func (s *Server) readUDP(pc *net.UDPConn, batch int) {
+	s.readFrom(newUDPIn(pc, batch), s.newUDPReader(pc))
+}
+
+// readFrom is the reader loop on in: each datagram read is offered to r
+// (see take), and the answers made on this goroutine go back together
+// after each read.
 //
 // Each admitted query is copied into a pooled buffer and handed to an idle
 // worker, or to a new one when none is idle; a query past the concurrency
@@ -24,41 +60,105 @@ const udpReadBufLen = 65535
 // queries, so the number of goroutines stays below the readers +
 // MaxConcurrentQueries (plus workers idling out) however fast datagrams
 // arrive.
-func (s *Server) readUDP(pc *net.UDPConn) {
-	buf := make([]byte, udpReadBufLen)
-	// A wildcard socket learns each datagram's destination, to answer
-	// from it (see recvDestination).
-	var oob []byte
-	if la, ok := pc.LocalAddr().(*net.UDPAddr); ok && la.IP.IsUnspecified() && pktinfoLen > 0 {
-		oob = make([]byte, 2*pktinfoLen)
-	}
-	r := s.newUDPReader(pc)
-	out := make([]byte, 0, clientAnswerBufLen) // answers built on this goroutine
+func (s *Server) readFrom(in udpIn, r *udpReader) {
+	var fails int
+	var backoff time.Duration
 	for {
-		var n int
-		var from netip.AddrPort
-		var err error
-		var local netip.Addr
-		var ifindex int32
-		if oob != nil {
-			var oobn int
-			n, oobn, _, from, err = pc.ReadMsgUDPAddrPort(buf, oob)
-			local, ifindex, _ = destination(oob[:oobn])
-		} else {
-			n, from, err = pc.ReadFromUDPAddrPort(buf)
-		}
+		n, err := in.read()
 		if err != nil {
 			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Nothing else is fatal to an unconnected socket; whatever
-			// it was concerned one datagram.
-			s.log.Debug("reading udp", zap.Error(err))
+			// Anything else is a resource shortage or a socket gone
+			// bad, not a datagram's fault on an unconnected socket: the
+			// first of a run is retried at once (it may have concerned
+			// one datagram), the next back off as acceptTCP does
+			// instead of spinning on them.
+			if fails++; fails == 1 {
+				s.log.Debug("reading udp", zap.Error(err))
+				continue
+			}
+			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+			s.log.Warn("reading udp", zap.Error(err), zap.Duration("retry_in", backoff))
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+				return
+			}
 			continue
 		}
-		if answer := r.take(buf[:n], from, local, ifindex, out); answer != nil {
-			s.writeUDP(pc, answer, from, local, ifindex)
+		fails, backoff = 0, 0
+		for i := range n {
+			raw, from, local, ifindex := in.datagram(i)
+			if !from.IsValid() {
+				continue
+			}
+			if answer := r.take(raw, from, local, ifindex, in.answerBuf(i)); answer != nil {
+				in.queue(i, answer, local, ifindex)
+			}
 		}
+		in.flush(s.log)
+	}
+}
+
+// udpSingle reads a socket one datagram at a time through the net
+// package, and sends the answer made for it the same way.
+type udpSingle struct {
+	pc  *net.UDPConn
+	buf []byte // udpReadBufLen
+	oob []byte // 2 pktinfoLen on a wildcard socket (see recvDestination); else nil
+	out []byte // the answers made on the reader
+
+	// The last datagram, and the answer queued for it, or nil.
+	n       int
+	from    netip.AddrPort
+	local   netip.Addr
+	ifindex int32
+	answer  []byte
+}
+
+var _ udpIn = (*udpSingle)(nil)
+
+func newUDPSingle(pc *net.UDPConn) *udpSingle {
+	u := &udpSingle{pc: pc, buf: make([]byte, udpReadBufLen), out: make([]byte, 0, clientAnswerBufLen)}
+	if la, ok := pc.LocalAddr().(*net.UDPAddr); ok && la.IP.IsUnspecified() && pktinfoLen > 0 {
+		u.oob = make([]byte, 2*pktinfoLen)
+	}
+	return u
+}
+
+func (u *udpSingle) read() (int, error) {
+	var err error
+	u.local, u.ifindex = netip.Addr{}, 0
+	if u.oob != nil {
+		var oobn int
+		u.n, oobn, _, u.from, err = u.pc.ReadMsgUDPAddrPort(u.buf, u.oob)
+		if err == nil {
+			u.local, u.ifindex, _ = destination(u.oob[:oobn])
+		}
+	} else {
+		u.n, u.from, err = u.pc.ReadFromUDPAddrPort(u.buf)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+func (u *udpSingle) datagram(int) ([]byte, netip.AddrPort, netip.Addr, int32) {
+	return u.buf[:u.n], u.from, u.local, u.ifindex
+}
+
+func (u *udpSingle) answerBuf(int) []byte { return u.out[:0] }
+
+func (u *udpSingle) queue(_ int, answer []byte, _ netip.Addr, _ int32) { u.answer = answer }
+
+func (u *udpSingle) flush(log *zap.Logger) {
+	if u.answer != nil {
+		writeUDP(u.pc, u.answer, u.from, u.local, u.ifindex, log)
+		u.answer = nil
 	}
 }
 
@@ -66,17 +166,17 @@ func (s *Server) readUDP(pc *net.UDPConn) {
 type udpReader struct {
 	s    *Server
 	pc   *net.UDPConn
-	fast FastHandler // the Handler, when it is one
-	req  *Request    // the fast path's, reused: one allocation per reader
-	fd   int         // pc's descriptor for the workers' udpSender, or -1
-	v6   bool        // pc is an IPv6 socket
+	fast FastHandler     // the Handler, when it is one
+	req  *Request        // the fast path's, reused: one allocation per reader
+	rc   syscall.RawConn // pc's, for the workers' udpSender; or nil
+	v6   bool            // pc is an IPv6 socket
 }
 
 func (s *Server) newUDPReader(pc *net.UDPConn) *udpReader {
 	fast, _ := s.Handler.(FastHandler)
 	la, _ := pc.LocalAddr().(*net.UDPAddr)
 	v6 := la != nil && la.IP.To4() == nil
-	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request), fd: rawFD(pc), v6: v6}
+	return &udpReader{s: s, pc: pc, fast: fast, req: new(Request), rc: rawConn(pc), v6: v6}
 }
 
 // take serves the datagram raw that came from from (to local, on
@@ -114,7 +214,7 @@ func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifin
 		q.out = make([]byte, 0, clientAnswerBufLen)
 	}
 	q.req.Answer = q.out[:0]
-	job := udpJob{pc: r.pc, fd: r.fd, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
+	job := udpJob{pc: r.pc, rc: r.rc, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
 	select {
 	case s.udpWork <- job:
 	default:
@@ -138,8 +238,8 @@ const udpWorkerIdle = 10 * time.Second
 // query asks the idle worker that takes it to end.
 type udpJob struct {
 	pc      *net.UDPConn
-	fd      int  // pc's descriptor, or -1 (see udpSender)
-	v6      bool // pc is an IPv6 socket
+	rc      syscall.RawConn // pc's, or nil (see udpSender)
+	v6      bool            // pc is an IPv6 socket
 	q       *clientQuery
 	to      netip.AddrPort
 	local   netip.Addr // the address the client asked, on a wildcard socket; else invalid
@@ -203,21 +303,21 @@ func (s *Server) serveUDP(job udpJob, w *udpSender) {
 	if answer == nil {
 		return
 	}
-	if job.fd >= 0 {
-		if sent, err := w.send(job.fd, job.v6, answer, job.to, job.local, job.ifindex); sent {
+	if job.rc != nil {
+		if sent, err := w.send(job.rc, job.v6, answer, job.to, job.local, job.ifindex); sent {
 			if err != nil {
 				s.log.Debug("writing udp answer", zap.Stringer("client", job.to), zap.Error(err))
 			}
 			return
 		}
 	}
-	s.writeUDP(job.pc, answer, job.to, job.local, job.ifindex)
+	writeUDP(job.pc, answer, job.to, job.local, job.ifindex, s.log)
 }
 
 // writeUDP sends answer b to the client at to, from local (on interface
 // ifindex) when it is valid: the address the client asked on a wildcard
-// socket.
-func (s *Server) writeUDP(pc *net.UDPConn, b []byte, to netip.AddrPort, local netip.Addr, ifindex int32) {
+// socket. A failure is logged to log.
+func writeUDP(pc *net.UDPConn, b []byte, to netip.AddrPort, local netip.Addr, ifindex int32, log *zap.Logger) {
 	var err error
 	if local.IsValid() {
 		var oob [64]byte
@@ -226,6 +326,6 @@ func (s *Server) writeUDP(pc *net.UDPConn, b []byte, to netip.AddrPort, local ne
 		_, err = pc.WriteToUDPAddrPort(b, to)
 	}
 	if err != nil {
-		s.log.Debug("writing udp answer", zap.Stringer("client", to), zap.Error(err))
+		log.Debug("writing udp answer", zap.Stringer("client", to), zap.Error(err))
 	}
 }

@@ -3,18 +3,12 @@ package transport
 import (
 	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
-
-// newWireID returns a random message ID. Transports send their own IDs so
-// that the client's ID never reaches an upstream, and one query attempted
-// on several upstreams is never sent twice with one ID.
-func newWireID() uint16 { return uint16(rand.Uint32()) }
 
 // decodeReply parses raw, the answer to q sent with wire ID id, and
 // validates it: the ID must be id (ErrIDMismatch), the bytes must parse as a

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -55,7 +54,8 @@ type UDP struct {
 
 	dials atomic.Uint64 // ports used (sockets connected), so tests can count them
 
-	poller atomic.Pointer[udpPoller] // nil until the first exchange that needs it
+	poller   atomic.Pointer[udpPoller] // nil until the first exchange that needs it
+	restarts atomic.Uint64             // pollers replaced after their goroutine ended on its own
 
 	mu     sync.Mutex // guards closed and the poller's creation
 	closed bool       // Close was called
@@ -134,7 +134,7 @@ func (u *UDP) send(ctx context.Context, m *dns.Msg, query, buf []byte, deadline 
 	if err != nil {
 		return Answer{}, err
 	}
-	id := uint16(rand.Uint32())
+	id := newWireID()
 	binary.BigEndian.PutUint16(query, id)
 	n, err := s.exchange(ctx, query, buf, id, deadline)
 	if err != nil {
@@ -161,12 +161,17 @@ type udpSockets interface {
 }
 
 // sockets returns what the next exchange goes through, starting the
-// poller on the first exchange that needs it.
+// poller on the first exchange that needs it, and a new one on the first
+// exchange after a poller's goroutine ended on its own (its epoll instance
+// closed or broken under it: nothing of ours does that), which would
+// otherwise fail every later exchange with net.ErrClosed until a restart.
+// The exchanges waiting on the old poller when it ended failed with its
+// error; restarts counts the replacements.
 func (u *UDP) sockets() (udpSockets, error) {
 	if u.portable {
 		return u.dialer, nil
 	}
-	if p := u.poller.Load(); p != nil {
+	if p := u.poller.Load(); p != nil && !p.ended.Load() {
 		return p, nil
 	}
 	u.mu.Lock()
@@ -174,8 +179,14 @@ func (u *UDP) sockets() (udpSockets, error) {
 	if u.closed {
 		return nil, fmt.Errorf("exchanging with %s: %w", u.label, net.ErrClosed)
 	}
-	if p := u.poller.Load(); p != nil {
-		return p, nil
+	old := u.poller.Load()
+	if old != nil && !old.ended.Load() {
+		return old, nil
+	}
+	if old != nil {
+		old.close() // its goroutine has ended: this lets go of its sockets
+		u.poller.Store(nil)
+		u.restarts.Add(1)
 	}
 	p, err := newUDPPoller(u.peer, u.label, &u.dials)
 	if err != nil {

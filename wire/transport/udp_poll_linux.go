@@ -56,11 +56,12 @@ type udpPoller struct {
 	dials  *atomic.Uint64 // the transport's count of ports used
 	family int            // AF_INET or AF_INET6: the upstream's
 	sa4    unix.RawSockaddrInet4
-	sa6    unix.RawSockaddrInet6 // the upstream, one of the two by family; never written after newUDPPoller
-	epfd   int                   // the epoll instance; open while refs > 0
-	file   *os.File              // epfd, in Go's poller
-	raw    syscall.RawConn       // file's
-	reader sync.WaitGroup        // run
+	sa6    unix.RawSockaddrInet6             // the upstream, one of the two by family; never written after newUDPPoller
+	epfd   int                               // the epoll instance; open while refs > 0
+	file   *os.File                          // epfd, in Go's poller
+	raw    syscall.RawConn                   // file's
+	reader sync.WaitGroup                    // run
+	write  func(fd int, b []byte) unix.Errno // rawWrite; a test's fake
 
 	// Owned by run.
 	events [udpEvents]unix.EpollEvent
@@ -68,14 +69,20 @@ type udpPoller struct {
 	everr  error
 	poll   func(fd uintptr) bool // reads events; made once, since a closure made per wake would be allocated
 
-	mu     sync.Mutex // guards following, and the fields of every udpSock in socks
-	socks  []*udpSock // every socket open, by the index its events carry; nil where free
-	free   []int32    // the free indexes of socks
-	idle   []*udpSock // the sockets no exchange has, disconnected
-	live   int        // the sockets an exchange has
-	refs   int        // holders of epfd: the transport until close, and each exchange
-	armed  time.Time  // the read deadline set on file; zero: none
-	closed bool       // close was called, or run ended
+	mu       sync.Mutex // guards following, and the fields of every udpSock in socks
+	socks    []*udpSock // every socket open, by the index its events carry; nil where free
+	free     []int32    // the free indexes of socks
+	idle     []*udpSock // the sockets no exchange has, disconnected
+	live     int        // the sockets an exchange has
+	refs     int        // holders of epfd: the transport until close, and each exchange
+	armed    time.Time  // the read deadline set on file; zero: none
+	closed   bool       // close was called, or run ended
+	released bool       // close was called: the transport let go of epfd
+
+	// ended is raised when run ended on its own, not by close: the
+	// transport then replaces the poller on its next exchange (see
+	// UDP.sockets). Read without mu by every exchange.
+	ended atomic.Bool
 }
 
 // udpEvents is how many events run takes from epoll at once.
@@ -112,7 +119,7 @@ type udpSock struct {
 // newUDPPoller returns a poller of sockets connected to peer, and starts
 // its goroutine; close stops it.
 func newUDPPoller(peer netip.AddrPort, label string, dials *atomic.Uint64) (*udpPoller, error) {
-	p := &udpPoller{label: label, dials: dials}
+	p := &udpPoller{label: label, dials: dials, write: rawWrite}
 	if err := p.setPeer(peer); err != nil {
 		return nil, err
 	}
@@ -196,10 +203,9 @@ func (p *udpPoller) exchange(ctx context.Context, query, buf []byte, id uint16, 
 	p.dials.Add(1)
 	p.wait(s, id, buf, ctx, deadline)
 	step := "reading from"
-	if _, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&query[0])), uintptr(len(query))); e != 0 {
-		err := error(e)
+	if err := p.send(s.fd, query); err != nil {
 		step = "writing to"
-		p.fail(s, os.NewSyscallError("write", err))
+		p.fail(s, err)
 	}
 	<-s.ready
 	n, err := s.n, s.err
@@ -208,6 +214,32 @@ func (p *udpPoller) exchange(ctx context.Context, query, buf []byte, id uint16, 
 		return 0, ioError(ctx, step, p.label, err)
 	}
 	return n, nil
+}
+
+// send writes query on the socket fd, connected to the upstream: again
+// when a signal interrupted the call. A full send buffer (EAGAIN: a
+// non-blocking datagram socket never waits for room) is this host's
+// queue, not the upstream's doing: it is reported as ENOBUFS, the
+// shortage of socket buffers that actors.Classify places as local.
+func (p *udpPoller) send(fd int, query []byte) error {
+	for {
+		e := p.write(fd, query)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			e = unix.ENOBUFS
+		}
+		return os.NewSyscallError("write", e)
+	}
+}
+
+// rawWrite writes b on the socket fd with one bare write.
+func rawWrite(fd int, b []byte) unix.Errno {
+	_, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	return e
 }
 
 // get returns a socket for an exchange, idle or new, bound to no port.
@@ -368,22 +400,28 @@ func (p *udpPoller) put(s *udpSock, reusable bool) {
 // close fails the waits with net.ErrClosed, closes the idle sockets, wakes
 // run and waits for it to end. The epoll instance is closed by the last
 // exchange to let go of it.
+//
+// A poller whose run ended on its own (see end) is closed the same way:
+// its idle sockets and the transport's hold on epfd are let go of here.
 func (p *udpPoller) close() {
 	p.mu.Lock()
 	var idle []*udpSock
 	last := false
-	if !p.closed {
-		p.closed = true
-		for _, s := range p.socks {
-			if s != nil && s.busy && !s.claimed {
-				p.deliverLocked(s, 0, net.ErrClosed)
+	if !p.released {
+		p.released = true
+		if !p.closed {
+			p.closed = true
+			for _, s := range p.socks {
+				if s != nil && s.busy && !s.claimed {
+					p.deliverLocked(s, 0, net.ErrClosed)
+				}
 			}
+			p.arm(aLongTimeAgo) // run wakes, sees closed, and ends
 		}
 		idle, p.idle = p.idle, nil
 		for _, s := range idle {
 			p.socks[s.idx] = nil
 		}
-		p.arm(aLongTimeAgo) // run wakes, sees closed, and ends
 		p.refs--
 		last = p.refs == 0
 	}

@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -128,4 +130,78 @@ func TestUDPPollerOverIPv6(t *testing.T) {
 	for i := range 3 {
 		mustAnswer(t, u, query(fmt.Sprintf("v6-%d.example", i)))
 	}
+}
+
+// A query's write interrupted by a signal is made again: the exchange is
+// answered.
+func TestUDPPollerWriteRetriesEINTR(t *testing.T) {
+	t.Parallel()
+	up := newEchoUpstream(t)
+	u := newTestUDP(t, up.addr)
+	mustAnswer(t, u, query("first.example")) // starts the poller
+	p := u.poller.Load()
+	var calls int
+	p.write = func(fd int, b []byte) unix.Errno {
+		calls++
+		if calls <= 2 {
+			return unix.EINTR
+		}
+		return rawWrite(fd, b)
+	}
+	mustAnswer(t, u, query("interrupted.example"))
+	if calls != 3 {
+		t.Errorf("%d writes, want 3: two interrupted, one made", calls)
+	}
+}
+
+// A full send buffer (EAGAIN on the non-blocking socket) is this host's
+// shortage, reported as ENOBUFS, which actors.Classify places as local:
+// not evidence against the upstream.
+func TestUDPPollerWriteEAGAINIsLocal(t *testing.T) {
+	t.Parallel()
+	up := newEchoUpstream(t)
+	u := newTestUDP(t, up.addr)
+	mustAnswer(t, u, query("first.example"))
+	p := u.poller.Load()
+	p.write = func(int, []byte) unix.Errno { return unix.EAGAIN }
+	_, err := exchangeMsg(ctxWithin(t, answerTimeout), u, query("full.example"))
+	if !errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("Exchange with a full send buffer: %v, want ENOBUFS (a local shortage)", err)
+	}
+	p.write = rawWrite
+	mustAnswer(t, u, query("room.example")) // the socket serves again
+}
+
+// A poller whose goroutine ended on its own (its epoll instance closed
+// under it) is replaced on the next exchange, which is answered; the old
+// one's sockets are let go of.
+func TestUDPPollerReplacedAfterItsGoroutineEnded(t *testing.T) {
+	t.Parallel()
+	up := newEchoUpstream(t)
+	u := newTestUDP(t, up.addr)
+	mustAnswer(t, u, query("first.example"))
+	p := u.poller.Load()
+	_ = p.file.Close() // run's wait fails: it ends, failing nothing (no exchange waits)
+	p.reader.Wait()
+	mustAnswer(t, u, query("after.example"))
+	if u.poller.Load() == p || u.restarts.Load() != 1 {
+		t.Errorf("poller replaced: %v, restarts %d; want a new poller, 1", u.poller.Load() != p, u.restarts.Load())
+	}
+	p.mu.Lock()
+	open := len(p.socks) - countNil(p.socks)
+	idle := len(p.idle)
+	p.mu.Unlock()
+	if open != 0 || idle != 0 {
+		t.Errorf("the old poller keeps %d sockets, %d idle; want none", open, idle)
+	}
+	mustAnswer(t, u, query("again.example"))
+}
+
+func countNil(socks []*udpSock) (n int) {
+	for _, s := range socks {
+		if s == nil {
+			n++
+		}
+	}
+	return n
 }

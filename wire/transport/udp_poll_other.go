@@ -15,7 +15,9 @@ import (
 const havePoller = false
 
 // udpPoller is Linux's; here it is never made.
-type udpPoller struct{}
+type udpPoller struct {
+	ended atomic.Bool // never raised
+}
 
 func newUDPPoller(netip.AddrPort, string, *atomic.Uint64) (*udpPoller, error) {
 	return nil, errors.New("no poller of UDP sockets on this platform")

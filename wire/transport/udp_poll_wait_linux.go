@@ -41,8 +41,10 @@ func (p *udpPoller) run() {
 				return
 			}
 		default:
-			// The file was closed, which happens only after close
-			// (epoll_wait cannot fail on a valid instance).
+			// The file was closed, which close does only once run has
+			// ended, or the wait failed, which it cannot on a valid
+			// instance: something closed or broke the instance under
+			// the poller. The transport replaces it.
 			if err == nil {
 				err = p.everr
 			}
@@ -189,10 +191,12 @@ func (p *udpPoller) expire() bool {
 	return false
 }
 
-// end fails every wait with err: run is ending, and no claim is held.
+// end fails every wait with err: run is ending, and no claim is held. The
+// transport's next exchange replaces the poller (see UDP.sockets).
 func (p *udpPoller) end(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.ended.Store(true)
 	p.closed = true
 	for _, s := range p.socks {
 		if s != nil && s.busy {
