@@ -192,7 +192,16 @@ address = "udp://`+upstream+`"
 	}
 
 	// A route returns: the first probe after it answers, and the report
-	// says so. (One probe may have ended, unanswered, just before.)
+	// says so. The probes that ended before it (every backoff_ms while the
+	// checks above ran: several on a loaded machine) are dropped first;
+	// one may still end, unanswered, between the drain and the route.
+	for drained := false; !drained; {
+		select {
+		case <-events:
+		default:
+			drained = true
+		}
+	}
 	ipAddr(t, "add")
 	for i := 0; ; i++ {
 		e := next(t, events, "wan")
