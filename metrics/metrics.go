@@ -77,6 +77,7 @@ type Metrics struct {
 	aclRefused      *vm.Counter
 	panics          *vm.Counter
 	queryLogDropped *vm.Counter
+	rebindStripped  *vm.Counter
 	reloads         [len(reloadResults)]*vm.Counter
 
 	cache cacheCounters
@@ -106,6 +107,7 @@ func New(cfg Config) *Metrics {
 		aclRefused:      s.NewCounter("nxdns_acl_refused_total"),
 		panics:          s.NewCounter("nxdns_panics_total"),
 		queryLogDropped: s.NewCounter("nxdns_query_log_dropped_total"),
+		rebindStripped:  s.NewCounter("nxdns_rebind_stripped_total"),
 		cache:           newCacheCounters(s),
 	}
 	for p := range protos {
@@ -180,6 +182,10 @@ func (m *Metrics) ForwardZone(zone, outcome string) {
 // ACLRefused counts one query answered REFUSED because its client is
 // outside server.allow.
 func (m *Metrics) ACLRefused() { m.aclRefused.Inc() }
+
+// RebindStripped counts one answer from which rebinding protection
+// removed private addresses (spec section 15).
+func (m *Metrics) RebindStripped() { m.rebindStripped.Inc() }
 
 // OverloadRefused counts one query answered REFUSED because
 // server.max_concurrent_queries were being served (wire.Server.OnOverload).

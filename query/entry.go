@@ -62,6 +62,10 @@ type Entry struct {
 	// it out of the query log and the recent queries (query/loop.go).
 	LoopCheck bool // beside QClass: it takes the padding before Rcode
 
+	// Rebind is set when rebinding protection removed private addresses
+	// from the answer (spec section 15); Source stays what it was.
+	Rebind bool
+
 	// Rcode is the rcode of the answer sent, extended bits included.
 	Rcode int
 

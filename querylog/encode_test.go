@@ -65,6 +65,25 @@ func TestClientName(t *testing.T) {
 	}
 }
 
+// An answer rebinding protection stripped says so, its source unchanged
+// (spec section 15); any other line has no rebind field at all.
+func TestRebind(t *testing.T) {
+	enc := Encoder{}
+	e := poolEntry()
+	if got := string(enc.Append(nil, e)); strings.Contains(got, "rebind") {
+		t.Errorf("an untouched answer's line mentions rebind: %s", got)
+	}
+	e.Rebind = true
+	got := string(enc.Append(nil, e))
+	if want := `"source":"pool","rebind":true,"upstream":"quad9"`; !strings.Contains(got, want) {
+		t.Errorf("got  %s\nwant it to hold %s", got, want)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m["rebind"] != true {
+		t.Errorf("decoded %v (%v)", m, err)
+	}
+}
+
 // The class is logged only when it is not IN (issue 16): a CHAOS query
 // such as version.bind is told apart from the IN name, and every other
 // line stays as it was.
