@@ -384,3 +384,24 @@ func TestPublicAnswersSameWithProtectionOnAndOff(t *testing.T) {
 		}
 	}
 }
+
+// A reload gives the directory the new [clients]: a static name changed
+// names the client's next queries. Mutation check: dropping the Reload
+// call in reloadLocked keeps the old name.
+func TestReloadRenamesClient(t *testing.T) {
+	up := wiretest.NewServer(t, wiretest.Answer())
+	static := func(name string) string {
+		return upstreamTOML(up.Addr) + fmt.Sprintf("\n[[clients.static]]\nname = %q\naddresses = [\"127.0.0.1\"]\n", name)
+	}
+	o := startObserved(t, static("before"), false, options{})
+	ask(t, "udp", o.udp, wiretest.Query("one.example.", dns.TypeA))
+	after := "[server]\nlisten = [\"127.0.0.1:0\"]\n" + static("after")
+	if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCache(after))) }); err != nil {
+		t.Fatal(err)
+	}
+	ask(t, "udp", o.udp, wiretest.Query("two.example.", dns.TypeA))
+	lines := o.logLines(t)
+	if len(lines) != 2 || lines[0].ClientName != "before" || lines[1].ClientName != "after" {
+		t.Errorf("log lines %+v, want client_name before, then after", lines)
+	}
+}

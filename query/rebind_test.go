@@ -1,10 +1,12 @@
 package query
 
 import (
+	"context"
 	"testing"
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/rebind"
 )
 
@@ -106,4 +108,34 @@ func TestPrivateReverseNames(t *testing.T) {
 			t.Errorf("answer %v, zone asked %d, pool %d, source %q; want the zone's", m.Answer, zone.Calls(), pool.Calls(), rec.last().Source)
 		}
 	})
+}
+
+// A stripped answer never carries AD (spec section 10): its RRSIGs are
+// gone, so nothing vouches for what is left; an untouched one keeps it.
+func TestRebindClearsAD(t *testing.T) {
+	t.Parallel()
+	for _, kind := range poolKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			evil := answeringPool(t, "evil.example. 300 IN A 10.1.2.3", "evil.example. 300 IN A 93.184.215.14")
+			good := answeringPool(t, "good.example. 300 IN A 93.184.215.14", "good.example. 300 IN A 93.184.215.15")
+			pool := &fakePool{OnExchange: func(ctx context.Context, q *dns.Msg, trail []actors.Attempt) actors.Result {
+				res := good.OnExchange(ctx, q, trail)
+				if q.Question[0].Name == "evil.example." {
+					res = evil.OnExchange(ctx, q, trail)
+				}
+				res.Answer.Msg.AuthenticatedData = true
+				return res
+			}}
+			h, _ := newTestHandler(t, HandlerConfig{Pool: kind.wrap(pool), Rebind: rebind.New(true, nil)})
+			m, _ := exchange(t, h, withEDNS(newQuery("evil.example.", dns.TypeA), 1232, true), ProtoUDP)
+			if m.AuthenticatedData || len(m.Answer) != 1 {
+				t.Errorf("stripped: AD %v, %d answers; want no AD, the public address", m.AuthenticatedData, len(m.Answer))
+			}
+			m, _ = exchange(t, h, withEDNS(newQuery("good.example.", dns.TypeA), 1232, true), ProtoUDP)
+			if !m.AuthenticatedData || len(m.Answer) != 2 {
+				t.Errorf("untouched: AD %v, %d answers; want AD kept, both addresses", m.AuthenticatedData, len(m.Answer))
+			}
+		})
+	}
 }
