@@ -72,3 +72,43 @@ resolver = %q
 		t.Errorf("PTR queries: zone %d, pool %d; want 1 and 0", zone.ptrs.Load(), pool.ptrs.Load())
 	}
 }
+
+// Acceptance of issue 30: client names never delay a query. While the
+// PTR lookup of a new client hangs at the forward zone's resolver, the
+// client's queries are answered (unnamed); its first query started the
+// lookup, the second started none.
+func TestPTRLookupNeverDelaysQueries(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	if out, err := exec.CommandContext(t.Context(), "ip", "addr", "add", lanClient+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add %s: %v: %s", lanClient, err, out)
+	}
+	zone := &ptrCounter{name: "tablet.lan."}
+	held, release := releaser(t)
+	asked := make(chan string, 4)
+	up := wiretest.NewServer(t, wiretest.Answer())
+	router := wiretest.NewServer(t, wiretest.Notify(asked, wiretest.Gate(held, zone.handle)))
+	o := startObserved(t, upstreamTOML(up.Addr)+fmt.Sprintf(`
+[[forward_zones]]
+zone = "168.192.in-addr.arpa."
+resolver = %q
+`, router.Addr), false, options{})
+
+	if r := askFrom(t, lanClient, o.udp, "one.example."); len(r.Answer) != 1 {
+		t.Fatalf("first query: %v, want the upstream's answer", r.Answer)
+	}
+	<-asked // the lookup is at the resolver, held there
+	if r := askFrom(t, lanClient, o.udp, "two.example."); len(r.Answer) != 1 {
+		t.Fatalf("second query: %v, want the upstream's answer", r.Answer)
+	}
+	for i, l := range o.logLines(t) {
+		if l.ClientName != "" {
+			t.Errorf("line %d: client_name %q while the lookup is held, want none", i, l.ClientName)
+		}
+	}
+	if n := o.d.clients.Stats().PTRLookups; n != 1 {
+		t.Errorf("%d PTR lookups started, want 1 (the second query's is pending)", n)
+	}
+	release()
+}
