@@ -31,6 +31,20 @@ import (
 // q.Packed and may put the answer's bytes in q.Buf. Exchange never returns
 // before every permit it took is returned.
 func (p *Pool) Exchange(ctx context.Context, q *transport.Query, arrival time.Time, trail []Attempt) Result {
+	return p.exchange(ctx, q, arrival, trail, ^uint64(0))
+}
+
+// ExchangeOnly is Exchange over the upstreams whose pool index is set in
+// only (bit i for Upstream(i)): the others are never tried, as if each
+// had been tried already. The query path sends the reverse names of
+// private addresses to the pool's router upstreams this way (spec section
+// 15): they never reach a public resolver. With none of them eligible it
+// ends as Exchange does when every upstream failed.
+func (p *Pool) ExchangeOnly(ctx context.Context, q *transport.Query, arrival time.Time, trail []Attempt, only uint64) Result {
+	return p.exchange(ctx, q, arrival, trail, only)
+}
+
+func (p *Pool) exchange(ctx context.Context, q *transport.Query, arrival time.Time, trail []Attempt, only uint64) Result {
 	var c *clientShare // nil for a query of nxdnsd's own: no share, counted nowhere
 	if q.Client.IsValid() {
 		c = p.shares.client(q.Client)
@@ -43,6 +57,7 @@ func (p *Pool) Exchange(ctx context.Context, q *transport.Query, arrival time.Ti
 		client:   c,
 		deadline: arrival.Add(p.policy.TotalTimeout),
 		now:      arrival,
+		tried:    ^only, // the others count as tried: neither pass touches them
 		res:      Result{Attempts: trail[:0]},
 	}
 	d.run()

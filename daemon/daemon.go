@@ -21,6 +21,7 @@ import (
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/admin"
 	"github.com/nxdnsd/nxdnsd/cache"
+	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/internal/sdnotify"
 	"github.com/nxdnsd/nxdnsd/metrics"
@@ -37,6 +38,10 @@ type Daemon struct {
 	cache *cache.Cache        // or nil: cache.enabled is false; kept by every reload
 	boot  *bootstrap.Resolver // the host-name lookup of upstreams without ip; kept by every reload, its sources each generation's
 	hooks *observer           // every generation's query.Hooks
+
+	// clients names the clients (spec section 15); kept by every reload,
+	// which gives it the new [clients].
+	clients *clients.Directory
 
 	// front is every listener's handler: it holds the current generation
 	// (the pool, the forward-zone clients, the query handler), which a
@@ -93,6 +98,8 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	}
 	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog, localError: d.localError}
 	d.cache = d.newCache()
+	d.clients = d.newClients(cfg)
+	d.hooks.clients = d.clients
 	g, err := d.build(cfg, nil, d.metrics.Upstreams(enabledNames(cfg)))
 	if err != nil {
 		return nil, err
@@ -159,6 +166,9 @@ func adminString(ap netip.AddrPort) string {
 
 // abandon releases whatever New built, for a New or a Start that failed.
 func (d *Daemon) abandon() {
+	if d.clients != nil {
+		d.clients.Close()
+	}
 	if g := d.front.current(); g != nil {
 		g.close(nil)
 	}
@@ -199,6 +209,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.live.Store(false)
 
 	err := d.stopListeners(ctx, ls)
+	d.clients.Close() // its PTR lookups hold generations: they end first
 	if d.admin != nil {
 		if aerr := d.admin.Shutdown(ctx); err == nil {
 			err = aerr

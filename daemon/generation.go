@@ -201,6 +201,9 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		Cache:   d.cacheConfig(cfg, g.pool),
 		Allow:   cfg.Server.AllowPrefixes,
 		Loops:   g.loops,
+		Clients: d.clients,
+		Rebind:  protection(cfg),
+		Routers: routers(cfg, g.pool),
 	})
 	if err != nil {
 		return nil, err

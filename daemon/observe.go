@@ -10,6 +10,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/admin"
+	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
@@ -38,6 +39,13 @@ type options struct {
 
 	// version is nxdnsd's version (RunOptions.Version).
 	version string
+
+	// clientsPoll overrides clients.DefaultPollInterval, and
+	// onClientsChange, when set, hears every change of the client names
+	// (clients.Config.OnChange): a test rewrites a leases file and waits
+	// for it instead of for the clock.
+	clientsPoll     time.Duration
+	onClientsChange func()
 }
 
 // observer is the daemon's query.Hooks: every answered query is counted
@@ -53,6 +61,10 @@ type observer struct {
 	// upstream's actor remembers it for the network's state
 	// (actors.Pool.LocalError). Only a failing query pays for it.
 	localError func(upstream string, err error)
+
+	// clients, or nil, names the queries the listener refuses itself
+	// (overloaded); the query path names the others.
+	clients *clients.Directory
 }
 
 var _ query.Hooks = (*observer)(nil)
@@ -68,6 +80,9 @@ func (o *observer) overloaded(raw []byte, proto string, client netip.AddrPort) {
 	}
 	var e query.Entry
 	query.RefusedEntry(&e, raw, proto, client, time.Now())
+	if o.clients != nil {
+		e.ClientName = o.clients.Name(client.Addr())
+	}
 	if !o.qlog.Log(&e) {
 		o.metrics.QueryLogDropped()
 	}
@@ -84,6 +99,9 @@ func (o *observer) QueryDone(e *query.Entry) {
 	}
 	if e.Source == query.SourceRefused {
 		o.metrics.ACLRefused()
+	}
+	if e.Rebind {
+		o.metrics.RebindStripped()
 	}
 	if e.LoopCheck {
 		return // counted, never shown: docs/operations.md, "Forwarding loops"

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 )
@@ -116,6 +117,7 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 	d.metrics.UsePool(g.pool, ups)
 	d.metrics.UseZones(zoneNames(eff))
 	d.cfg = eff
+	d.clients.Reload(clients.FromConfig(eff.Clients))
 	if d.level != nil && eff.Log.Level != running.Log.Level {
 		if lvl, err := zapcore.ParseLevel(eff.Log.Level); err == nil {
 			d.level.SetLevel(lvl)
@@ -178,8 +180,9 @@ func (d *Daemon) retire(old, next *generation) {
 // beside it) is never pinned by itself: the key it comes from must be live
 // (server.allow and its prefixes are).
 var liveKeys = map[string][]string{
-	// allow is the query handler's, rebuilt by every reload.
-	"server": {"listen", "allow"},
+	// allow and rebinding protection are the query handler's, rebuilt by
+	// every reload.
+	"server": {"listen", "allow", "rebind_protection", "rebind_allow"},
 	// serve_stale also decides how long the cache keeps expired answers:
 	// a restart's.
 	"cache":     {"prefetch", "stale_answer_ttl_s", "stale_client_timeout_ms"},

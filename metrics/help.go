@@ -30,6 +30,7 @@ var help = map[string]string{
 	"nxdns_overload_refused_total":            "Client queries answered REFUSED because server.max_concurrent_queries were being served, or the client's share of them.",
 	"nxdns_panics_total":                      "Panics recovered while serving a query (each answered SERVFAIL and logged with its stack): a bug, please report it.",
 	"nxdns_acl_refused_total":                 "Client queries refused because the client is outside server.allow.",
+	"nxdns_rebind_stripped_total":             "Answers from the pool, fresh or cached, from which rebinding protection removed private addresses (server.rebind_protection).",
 	"nxdns_cache_lookups_total":               "Answer-cache lookups by result: hit (a fresh answer), miss, stale (an expired answer within its stale window), cached_failure (a remembered failure).",
 	"nxdns_cache_entries":                     "Answers the cache holds now.",
 	"nxdns_cache_bytes":                       "Bytes the cache holds now, against cache.size_mib.",

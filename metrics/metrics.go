@@ -28,7 +28,7 @@ import (
 // the rcodes nxdnsd itself answers with, and the common ones upstreams
 // send. Any other rcode gets its series when it is first seen.
 var (
-	protos     = [...]string{"udp", "tcp"}
+	protos     = [...]string{"udp", "tcp", "tls", "https"}
 	initRcodes = [...]int{0, 1, 2, 3, 4, 5, 16} // NOERROR FORMERR SERVFAIL NXDOMAIN NOTIMP REFUSED BADVERS
 )
 
@@ -77,6 +77,7 @@ type Metrics struct {
 	aclRefused      *vm.Counter
 	panics          *vm.Counter
 	queryLogDropped *vm.Counter
+	rebindStripped  *vm.Counter
 	reloads         [len(reloadResults)]*vm.Counter
 
 	cache cacheCounters
@@ -106,6 +107,7 @@ func New(cfg Config) *Metrics {
 		aclRefused:      s.NewCounter("nxdns_acl_refused_total"),
 		panics:          s.NewCounter("nxdns_panics_total"),
 		queryLogDropped: s.NewCounter("nxdns_query_log_dropped_total"),
+		rebindStripped:  s.NewCounter("nxdns_rebind_stripped_total"),
 		cache:           newCacheCounters(s),
 	}
 	for p := range protos {
@@ -136,7 +138,8 @@ func (m *Metrics) ObserveAttempt(upstream int, o actors.Outcome, d time.Duration
 	m.first.ObserveAttempt(upstream, o, d)
 }
 
-// Query counts one answered client query by protocol ("udp", "tcp") and
+// Query counts one answered client query by protocol ("udp", "tcp", "tls",
+// "https") and
 // the rcode sent, and records how long it took.
 func (m *Metrics) Query(proto string, rcode int, d time.Duration) {
 	p := protoIndex(proto)
@@ -179,6 +182,10 @@ func (m *Metrics) ForwardZone(zone, outcome string) {
 // ACLRefused counts one query answered REFUSED because its client is
 // outside server.allow.
 func (m *Metrics) ACLRefused() { m.aclRefused.Inc() }
+
+// RebindStripped counts one answer from which rebinding protection
+// removed private addresses (spec section 15).
+func (m *Metrics) RebindStripped() { m.rebindStripped.Inc() }
 
 // OverloadRefused counts one query answered REFUSED because
 // server.max_concurrent_queries were being served (wire.Server.OnOverload).

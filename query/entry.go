@@ -37,9 +37,14 @@ type Entry struct {
 	Time time.Time
 
 	// Client is the address the query came from; Proto is the listener's
-	// transport ("udp", "tcp"), as the listener passed it to ServeDNS.
+	// transport ("udp", "tcp", "tls", "https"), as the listener passed it
+	// to ServeDNS.
 	Client netip.AddrPort
 	Proto  string
+
+	// ClientName is the name the client gave itself (a DoH path's NAME,
+	// server.Request.ClientName), or "".
+	ClientName string
 
 	// QName and QType are the question as the client wrote it (case
 	// included; the first, when a malformed query had several). QName is ""
@@ -56,6 +61,10 @@ type Entry struct {
 	// that looks like one. The daemon counts it in the metrics and keeps
 	// it out of the query log and the recent queries (query/loop.go).
 	LoopCheck bool // beside QClass: it takes the padding before Rcode
+
+	// Rebind is set when rebinding protection removed private addresses
+	// from the answer (spec section 15); Source stays what it was.
+	Rebind bool
 
 	// Rcode is the rcode of the answer sent, extended bits included.
 	Rcode int

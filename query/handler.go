@@ -15,6 +15,8 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/cache"
+	"github.com/nxdnsd/nxdnsd/clients"
+	"github.com/nxdnsd/nxdnsd/rebind"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
@@ -47,6 +49,19 @@ type HandlerConfig struct {
 	// process's that comes back as a client query is answered at once and
 	// reported (loop.go); another nxdnsd's is forwarded.
 	Loops *actors.Loops
+
+	// Clients names the clients (spec section 15) for the query log and
+	// blocking's groups, or nil: only a DoH path names a client.
+	Clients *clients.Directory
+
+	// Rebind is rebinding protection on the pool's answers (rebind.go),
+	// or nil: off.
+	Rebind *rebind.Filter
+
+	// Routers is the pool over its router upstreams alone (an RFC 1918 or
+	// ULA address), where the reverse names of private addresses go, or
+	// nil when it has none: nxdnsd then answers them itself (rebind.go).
+	Routers Pool
 }
 
 // Errors of NewHandler; each wraps the detail of the first problem found.
@@ -68,6 +83,10 @@ type Handler struct {
 	allow   []netip.Prefix
 	open    bool          // Allow was nil: every client is served
 	loops   *actors.Loops // or nil
+
+	clients *clients.Directory // or nil
+	rebind  *rebind.Filter     // or nil: protection off
+	routers Pool               // or nil: private reverse names answered here
 }
 
 // NewHandler builds a Handler, checking the zones and records. An error
@@ -94,6 +113,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		allow: slices.Clone(cfg.Allow),
 		open:  cfg.Allow == nil,
 		loops: cfg.Loops,
+
+		clients: cfg.Clients,
+		rebind:  cfg.Rebind,
+		routers: cfg.Routers,
 	}
 	if h.cache.Cache != nil {
 		h.refresh = newRefresher(h)
@@ -270,7 +293,8 @@ func (h *Handler) prepare(s *scratch, req *server.Request) bool {
 	r.reject = reject
 	s.buf = req.Answer
 	e := &s.entry
-	e.Time, e.Client, e.Proto = start, req.Client, req.Proto
+	e.Time, e.Client, e.Proto, e.ClientName = start, req.Client, req.Proto, req.ClientName
+	h.nameClient(e)
 	if len(r.msg.Question) > 0 {
 		e.QName, e.QType, e.QClass = r.msg.Question[0].Name, r.msg.Question[0].Qtype, r.msg.Question[0].Qclass
 	}
@@ -281,6 +305,7 @@ func (h *Handler) prepare(s *scratch, req *server.Request) bool {
 // of an answer built as bytes instead), completes the entry and tells the
 // hooks. It returns the answer to send.
 func (h *Handler) finish(s *scratch, m *dns.Msg, out []byte, rcode int) []byte {
+	m, out = h.protect(s, m, out) // step 8: rebinding protection (rebind.go)
 	r, e := &s.req, &s.entry
 	e.Rcode = rcode
 	if m != nil {

@@ -31,17 +31,19 @@ var (
 		(*Handler).refuseUnforwarded, // 2: what is never forwarded (unforwarded.go)
 		// 3: blocking (section 11) goes here.
 		(*Handler).route,       // 5's choice, made now: the cache's refreshes ask the same way
+		(*Handler).emptyZone,   // 6, answered here: a private reverse name, no router (rebind.go)
 		(*Handler).answerFresh, // 4: a fresh cache entry, a remembered failure
 	}
 	waitingSteps = [...]waitingStep{
 		(*Handler).answerStale, // 4: an expired entry while its refresh runs (RFC 8767)
 		(*Handler).answerZone,  // 5: forward_zones, the longest matching suffix
-		// 6: private reverse names (section 15) go here.
+		// 6: a private reverse name with a router goes to it alone (poolFor).
 		(*Handler).answerPool, // 7: the upstream pool; always answers
 	}
 	// 8: the inspection of an answer from the cache or a resolver (CNAME
-	// inspection, rebinding protection) goes in answerFresh, answerStale,
+	// inspection) goes in answerFresh, answerStale,
 	// answerZone and answerPool's common exit, r.answer and r.fromCache.
+	// Rebinding protection runs in finish, on every answer (rebind.go).
 )
 
 // fastStep is a step that never waits. It answers the query in s (done

@@ -35,7 +35,7 @@ type Pool interface {
 // remembered.
 func (h *Handler) fromPool(ctx context.Context, r *request, q *transport.Query, e *Entry, s *scratch, k *cache.Key) (*dns.Msg, []byte, int) {
 	q.Client = e.Client.Addr()
-	res := h.pool.Exchange(ctx, q, e.Time, s.trail[:0])
+	res := h.poolFor(r.lname).Exchange(ctx, q, e.Time, s.trail[:0])
 	e.Source = SourcePool
 	e.Upstream = res.Upstream
 	e.Queued = res.Queued

@@ -104,7 +104,7 @@ func (rf *refresher) run(k cache.Key, q *transport.Query, z *Zone, f *flight, re
 		a, err = z.Client.Exchange(rf.ctx, q, time.Time{})
 		f.upstream = z.Resolver
 	} else {
-		res := h.pool.Exchange(rf.ctx, q, start, nil)
+		res := h.poolFor(q.Msg.Question[0].Name).Exchange(rf.ctx, q, start, nil)
 		a, err, f.upstream = res.Answer, res.Err, res.Upstream
 	}
 	if err == nil {

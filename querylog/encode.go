@@ -31,8 +31,10 @@ type Encoder struct {
 
 // Append appends e's line, newline included, to b and returns the result.
 //
-// Fields, in order: ts, client, proto, qname, qtype, qclass (only when the
-// class is not IN), rcode, source, upstream, duration_ms; then, for pool lines when e.Attempts is on,
+// Fields, in order: ts, client, client_name (only when the client has a
+// name: its DoH path's, or the one client names give it), proto, qname, qtype, qclass (only when the
+// class is not IN), rcode, source, rebind (only true, when rebinding
+// protection stripped the answer), upstream, duration_ms; then, for pool lines when e.Attempts is on,
 // queued_ms and attempts. A field with nothing to say is null: source for
 // a query refused before resolution (FORMERR, NOTIMP, BADVERS), qname and
 // qtype for a query without a readable question, upstream when no upstream
@@ -48,6 +50,10 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 		b = append(b, '"')
 	} else {
 		b = append(b, "null"...)
+	}
+	if e.ClientName != "" {
+		b = append(b, `,"client_name":`...)
+		b = appendString(b, e.ClientName)
 	}
 	b = append(b, `,"proto":`...)
 	b = appendString(b, e.Proto)
@@ -67,6 +73,9 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 	b = appendString(b, dnstext.Rcode(e.Rcode))
 	b = append(b, `,"source":`...)
 	b = appendOptional(b, e.Source)
+	if e.Rebind {
+		b = append(b, `,"rebind":true`...)
+	}
 	b = append(b, `,"upstream":`...)
 	b = appendOptional(b, e.Upstream)
 	b = append(b, `,"duration_ms":`...)

@@ -47,6 +47,43 @@ func TestSpecLine(t *testing.T) {
 	}
 }
 
+// A client that named itself (a DoH path, /dns-query/NAME) has its name
+// beside its address, as client_name (spec sections 6, 12 and 14); a line
+// without one is the spec's line as it was.
+func TestClientName(t *testing.T) {
+	enc := Encoder{}
+	e := poolEntry()
+	e.Proto, e.ClientName = "https", "pixel-7"
+	got := string(enc.Append(nil, e))
+	want := `"client":"192.168.1.20:53211","client_name":"pixel-7","proto":"https",`
+	if !strings.Contains(got, want) {
+		t.Errorf("got  %s\nwant it to hold %s", got, want)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m["client_name"] != "pixel-7" {
+		t.Errorf("decoded %v (%v)", m, err)
+	}
+}
+
+// An answer rebinding protection stripped says so, its source unchanged
+// (spec section 15); any other line has no rebind field at all.
+func TestRebind(t *testing.T) {
+	enc := Encoder{}
+	e := poolEntry()
+	if got := string(enc.Append(nil, e)); strings.Contains(got, "rebind") {
+		t.Errorf("an untouched answer's line mentions rebind: %s", got)
+	}
+	e.Rebind = true
+	got := string(enc.Append(nil, e))
+	if want := `"source":"pool","rebind":true,"upstream":"quad9"`; !strings.Contains(got, want) {
+		t.Errorf("got  %s\nwant it to hold %s", got, want)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m["rebind"] != true {
+		t.Errorf("decoded %v (%v)", m, err)
+	}
+}
+
 // The class is logged only when it is not IN (issue 16): a CHAOS query
 // such as version.bind is told apart from the IN name, and every other
 // line stays as it was.

@@ -34,6 +34,7 @@ var Spec = []SpecFamily{
 	{Name: "nxdns_overload_refused_total", Type: "counter"},
 	{Name: "nxdns_acl_refused_total", Type: "counter"},
 	{Name: "nxdns_panics_total", Type: "counter"},
+	{Name: "nxdns_rebind_stripped_total", Type: "counter"},
 	{Name: "nxdns_cache_lookups_total", Type: "counter", Labels: []string{"result"}},
 	{Name: "nxdns_cache_entries", Type: "gauge"},
 	{Name: "nxdns_cache_bytes", Type: "gauge"},

@@ -35,8 +35,14 @@ type Request struct {
 	// answers a panicking handler from it.
 	Raw []byte
 
-	// Proto is "udp" or "tcp".
+	// Proto is "udp", "tcp", "tls" (DNS over TLS) or "https" (DNS over
+	// HTTPS).
 	Proto string
+
+	// ClientName is the name the client gave itself, or "": the NAME of a
+	// DoH request to /dns-query/NAME (letters a-z, digits and hyphens, 1
+	// to 63 of them). It is the client's own claim, not a proof.
+	ClientName string
 
 	// Client is the address and port the query came from, IPv4 unmapped.
 	Client netip.AddrPort
