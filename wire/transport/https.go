@@ -76,12 +76,11 @@ var _ Transport = (*HTTPS)(nil)
 // connection until the first exchange; it fails only when addr is not an
 // https:// address.
 func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {
-	if err := checkScheme(addr, "https"); err != nil {
+	o, hd, conf, err := tlsSetup(addr, "https", opts)
+	if err != nil {
 		return nil, err
 	}
-	o := buildOptions(opts)
-	conf := tlsClientConfig(o, addr.host)
-	h := &HTTPS{url: addr.String(), label: addr.Redacted(), hd: newHostDialer(o, addr)}
+	h := &HTTPS{url: addr.String(), label: addr.Redacted(), hd: hd}
 
 	tr := &http.Transport{
 		// The transport talks to one server only: every connection goes

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -199,7 +198,7 @@ func (t *TLS) putWait(w *dotWait) {
 // almost always succeeds.
 func (c *dotConn) newIDLocked() uint16 {
 	for {
-		id := uint16(rand.Uint32())
+		id := newWireID()
 		if _, taken := c.waiters[id]; !taken {
 			return id
 		}
