@@ -70,9 +70,9 @@ var _ Transport = (*HTTPS)(nil)
 // NewHTTPS returns a DoH transport posting to addr, an https:// address
 // (see ParseAddress). Its HOST is the name the server's certificate must
 // carry; WithDialIP pins the address dialled, WithResolver looks HOST up
-// when it is a name and no address is pinned, WithRootCAs and
-// WithTLSConfig choose the roots, WithMaxConns and WithMaxIdle bound the
-// HTTP connections and WithIdleTimeout their idle life. It opens no
+// when it is a name and no address is pinned, WithRootCAs chooses the
+// roots, WithMaxConns and WithMaxIdle bound the HTTP connections, which
+// live DefaultTLSIdleTimeout when idle. It opens no
 // connection until the first exchange; it fails only when addr is not an
 // https:// address.
 func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {

@@ -18,7 +18,7 @@ import (
 // "tls://HOST:PORT" address form (RFC 7858): TCP framing (RFC 1035 4.2.2)
 // inside TLS 1.2 or later, the certificate verified for HOST.
 //
-// It keeps a few persistent connections (WithPipelineConns) and pipelines
+// It keeps a few persistent connections (DefaultPipelineConns) and pipelines
 // queries on them (RFC 7766 6.2.1.1): many in flight on one connection,
 // each under a wire ID unique on it, answers matched by ID in whatever order
 // they come. An exchange takes an idle connection, else dials one while
@@ -69,8 +69,7 @@ var _ Transport = (*TLS)(nil)
 // NewTLS returns a DoT transport to the server at addr, a tls:// address
 // (see ParseAddress). Its HOST is the name the certificate must carry;
 // WithDialIP pins the address dialled, WithResolver looks HOST up when it
-// is a name and no address is pinned, WithRootCAs and WithTLSConfig choose
-// the roots, WithPipelineConns and WithIdleTimeout tune the connections. It
+// is a name and no address is pinned, WithRootCAs chooses the roots. It
 // opens no connection until the first exchange and starts no goroutine; it
 // fails only when addr is not a tls:// address.
 func NewTLS(addr Address, opts ...Option) (*TLS, error) {

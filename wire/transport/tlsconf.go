@@ -17,7 +17,7 @@ func tlsSetup(addr Address, scheme string, opts []Option) (o options, hd hostDia
 }
 
 // tlsClientConfig returns the configuration DoT and DoH verify the server
-// named serverName with: a clone of WithTLSConfig's or a fresh one, TLS 1.2
+// named serverName with: a clone of the tests' WithTLSConfig or a fresh one, TLS 1.2
 // at least (RFC 7858 and RFC 8484 both require 1.2 or later), serverName
 // unless the given configuration names a server itself, and WithRootCAs'
 // pool as the only roots when one was given. Without roots of the
