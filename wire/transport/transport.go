@@ -86,7 +86,8 @@ func (o options) idleTimeoutOr(def time.Duration) time.Duration {
 }
 
 // WithMaxIdle keeps at most n idle connections (TCP, DoT, DoH) per
-// upstream; 0 disables reuse. UDP exchanges share one socket and ignore it. Default DefaultMaxIdle. Negative n is 0.
+// upstream; 0 disables reuse. UDP ignores it: each exchange has a socket
+// and a port of its own (see UDP). Default DefaultMaxIdle. Negative n is 0.
 func WithMaxIdle(n int) Option {
 	return func(o *options) { o.maxIdle = max(n, 0) }
 }
