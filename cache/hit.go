@@ -19,10 +19,6 @@ type Hit struct {
 // Rcode is the cached answer's rcode; SERVFAIL for a remembered failure.
 func (h Hit) Rcode() int { return int(h.it.rcode) }
 
-// Len is the length of the answer AppendAnswer appends, before the
-// caller's OPT record; 0 for a remembered failure.
-func (h Hit) Len() int { return len(h.it.data) }
-
 // Lifetime is the entry's lifetime as it was stored: the answer's TTL
 // after the rules of Put, or FailureTTL for a remembered failure.
 func (h Hit) Lifetime() time.Duration { return time.Duration(h.it.life) * time.Second }

@@ -10,7 +10,6 @@ import (
 // The parts of a DNS message the walker reads (RFC 1035 4.1).
 const (
 	headerLen  = dnsmsg.HeaderLen
-	rrFixedLen = 10  // TYPE, CLASS, TTL, RDLENGTH after an owner name
 	maxNameLen = 255 // a name's wire length, its root label included
 
 	typeSOA = 6
@@ -29,26 +28,6 @@ const (
 	// with the top bit set as 0.
 	maxTTL = 1<<31 - 1
 )
-
-// questionEnd returns the offset just past msg's first question, written
-// without compression pointers, or -1.
-func questionEnd(msg []byte) int {
-	off := headerLen
-	for off < len(msg) {
-		c := int(msg[off])
-		if c == 0 {
-			if off+5 > len(msg) {
-				return -1
-			}
-			return off + 5
-		}
-		if c&0xC0 != 0 || off+c+1-headerLen >= maxNameLen {
-			return -1
-		}
-		off += c + 1
-	}
-	return -1
-}
 
 // shape is what the walker learnt of an answer.
 type shape struct {
@@ -86,22 +65,19 @@ func walk(msg []byte, lo, hi uint32) (shape, bool) {
 	s.an = int(binary.BigEndian.Uint16(msg[6:]))
 	s.ns = int(binary.BigEndian.Uint16(msg[8:]))
 	s.ar = int(binary.BigEndian.Uint16(msg[10:]))
-	if s.qend = questionEnd(msg); s.qend < 0 {
+	if n := dnsmsg.QuestionLen(msg[headerLen:]); n > 0 {
+		s.qend = headerLen + n
+	} else {
 		return s, false
 	}
 	off := s.qend
 	for i := range s.an + s.ns + s.ar {
 		start := off
-		if off = dnsmsg.NameEnd(msg, off); off < 0 || off+rrFixedLen > len(msg) {
+		fixed, end := dnsmsg.RecordFrame(msg, off)
+		if fixed < 0 {
 			return s, false
 		}
-		typ := binary.BigEndian.Uint16(msg[off:])
-		ttl := binary.BigEndian.Uint32(msg[off+4:])
-		rdata := off + rrFixedLen
-		end := rdata + int(binary.BigEndian.Uint16(msg[off+8:]))
-		if end > len(msg) {
-			return s, false
-		}
+		typ := binary.BigEndian.Uint16(msg[fixed:])
 		switch {
 		case typ == typeOPT:
 			if i < s.an+s.ns || s.optStart >= 0 || i != s.an+s.ns+s.ar-1 {
@@ -109,18 +85,18 @@ func walk(msg []byte, lo, hi uint32) (shape, bool) {
 			}
 			s.optStart = start
 			// The extended rcode's upper eight bits (RFC 6891 6.1.3).
-			s.rcode |= int(msg[off+4]) << 4
+			s.rcode |= int(msg[fixed+4]) << 4
 		default:
 			s.nttl++
 			if i < s.an+s.ns {
-				s.minTTL = min(s.minTTL, clamp(ttl, lo, hi))
+				s.minTTL = min(s.minTTL, clamp(binary.BigEndian.Uint32(msg[fixed+4:]), lo, hi))
 			}
 			if typ == typeSOA && i >= s.an && i < s.an+s.ns && s.soaTTLOff < 0 {
-				if end-rdata < 22 { // two names of one byte at least, five numbers
+				if end-fixed-dnsmsg.RRFixedLen < 22 { // two names of one byte at least, five numbers
 					return s, false
 				}
-				s.soaTTLOff = off + 4
-				s.soaTTL = readTTL(msg[off+4:])
+				s.soaTTLOff = fixed + 4
+				s.soaTTL = readTTL(msg[fixed+4:])
 				s.soaMinimum = readTTL(msg[end-4:])
 			}
 		}
@@ -157,18 +133,10 @@ func ttlOffsets(msg []byte, qend int, f func(off int)) {
 		int(binary.BigEndian.Uint16(msg[10:]))
 	off := qend
 	for range n {
-		off = dnsmsg.NameEnd(msg, off)
-		f(off + 4)
-		off += rrFixedLen + int(binary.BigEndian.Uint16(msg[off+8:]))
+		fixed, end := dnsmsg.RecordFrame(msg, off)
+		f(fixed + 4)
+		off = end
 	}
-}
-
-// lowerASCII is c in lower case when it is an ASCII letter.
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }
 
 // nameIs reports whether the uncompressed wire name at the start of w is
@@ -193,7 +161,7 @@ func nameIs(w []byte, name string) bool {
 		}
 		for _, c := range w[off : off+l] {
 			b, next, ok := presentationByte(name, p)
-			if !ok || lowerASCII(b) != lowerASCII(c) {
+			if !ok || dnsmsg.LowerASCII(b) != dnsmsg.LowerASCII(c) {
 				return false
 			}
 			p = next
@@ -221,7 +189,7 @@ func plainNameIs(w []byte, name string) bool {
 			return false
 		}
 		for i, c := range w[off : off+l] {
-			if lowerASCII(c) != lowerASCII(name[p+i]) {
+			if dnsmsg.LowerASCII(c) != dnsmsg.LowerASCII(name[p+i]) {
 				return false
 			}
 		}

@@ -123,7 +123,8 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		// configuration's validation: nothing is parsed or read again.
 		opts := []transport.Option{
 			// One idle connection per slot (tcp, tls, https): every
-			// exchange in flight can reuse one. UDP shares one socket.
+			// exchange in flight can reuse one. UDP ignores them: each
+			// exchange has a socket and a port of its own.
 			transport.WithMaxConns(u.Slots), transport.WithMaxIdle(u.Slots),
 			transport.WithDialIP(u.DialIP), transport.WithRootCAs(u.RootCAs),
 		}

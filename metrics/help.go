@@ -115,9 +115,9 @@ var help = map[string]string{
 // does not know (a newer library's): better a pointer than no text.
 const libraryHelp = "Written by the VictoriaMetrics/metrics library: see its WriteProcessMetrics documentation."
 
-// Help returns the HELP text nxdnsd writes for family, and whether it is
-// one of its own (from the help table, not the fallback).
-func Help(family string) (string, bool) {
+// helpText returns the HELP text nxdnsd writes for family, and whether it
+// is one of its own (from the help table, not the fallback).
+func helpText(family string) (string, bool) {
 	h, ok := help[family]
 	if !ok {
 		return libraryHelp, false
@@ -144,10 +144,7 @@ func withHelp(out, exp []byte) []byte {
 			out = append(out, line...)
 			continue
 		}
-		text, ok := help[string(name[len(prefix):])]
-		if !ok {
-			text = libraryHelp
-		}
+		text, _ := helpText(string(name[len(prefix):]))
 		out = append(out, name...)
 		out = append(out, ' ')
 		out = append(out, helpEscaper.Replace(text)...)

@@ -81,7 +81,7 @@ type Metrics struct {
 	reloads         [len(reloadResults)]*vm.Counter
 
 	cache cacheCounters
-	pool  atomic.Pointer[poolRef] // nil until AttachPool
+	pool  atomic.Pointer[poolRef] // nil until UsePool
 
 	poolMu     sync.Mutex               // guards following, and the swaps of pool
 	base       poolTotals               // what the pools replaced by UsePool counted

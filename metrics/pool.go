@@ -33,12 +33,6 @@ type poolRef struct {
 	ups *Upstreams // always non-nil
 }
 
-// AttachPool makes the scrape read p, the pool of Config.Upstreams. The
-// pool needs the Metrics as its observer before it exists, hence the two
-// steps; call it before the first scrape. Until then the pool's series
-// read zero.
-func (m *Metrics) AttachPool(p Pool) { m.UsePool(p, m.first) }
-
 // writePool renders the families the pool counts itself. They are written
 // here rather than as the set's callback gauges because the library
 // renders a callback as a gauge: these are counters, and Prometheus must be

@@ -41,9 +41,10 @@ var (
 		(*Handler).answerPool, // 7: the upstream pool; always answers
 	}
 	// 8: the inspection of an answer from the cache or a resolver (CNAME
-	// inspection) goes in answerFresh, answerStale,
-	// answerZone and answerPool's common exit, r.answer and r.fromCache.
-	// Rebinding protection runs in finish, on every answer (rebind.go).
+	// inspection) goes where steps 4, 5 and 7 build their answers:
+	// r.fromCache (the cache's), r.answer (a resolver's) and fromRefresh
+	// (a refresh's, for a stale entry's client). Rebinding protection
+	// runs in finish, on every answer from the pool (rebind.go).
 )
 
 // fastStep is a step that never waits. It answers the query in s (done

@@ -189,21 +189,15 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		return false
 	}
 	arcount := binary.BigEndian.Uint16(raw[10:])
+	if dnsmsg.QuestionLen(raw[dnsmsg.HeaderLen:]) == 0 {
+		return false // a pointer, a long label, a long name, cut short: the general path decides
+	}
+	// The question is well formed: its labels are read without checks.
 	var name [255]byte // the name in text form: at most 254 bytes and a dot
 	n, upper := 0, false
 	off := dnsmsg.HeaderLen
-	for {
-		if off >= len(raw) {
-			return false
-		}
-		l := int(raw[off])
+	for l := int(raw[off]); l != 0; l = int(raw[off]) {
 		off++
-		if l == 0 {
-			break
-		}
-		if l > 63 || off+l > len(raw) || n+l+1 > 254 {
-			return false // a pointer, a long label, a long name: the general path decides
-		}
 		for _, c := range raw[off : off+l] {
 			switch {
 			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
@@ -218,11 +212,9 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 		n++
 		off += l
 	}
+	off++ // the root label
 	if n == 0 {
 		name[0], n = '.', 1
-	}
-	if off+4 > len(raw) {
-		return false
 	}
 	qtype, qclass := binary.BigEndian.Uint16(raw[off:]), binary.BigEndian.Uint16(raw[off+2:])
 	off += 4

@@ -2,10 +2,7 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
 	"time"
 
 	"github.com/miekg/dns"
@@ -93,7 +90,10 @@ func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *transport
 			h.store(*k, a, e.Time)
 		}
 		return r.answer(q, a)
-	case isTimeout(err):
+	case transport.IsTimeout(err):
+		// The Forwarder says so with ErrResolverTimeout; a deadline
+		// noticed by any other layer (another Exchanger, the caller's
+		// context) counts the same.
 		e.ZoneOutcome = ZoneTimeout
 	default:
 		e.ZoneOutcome = ZoneError
@@ -102,16 +102,4 @@ func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *transport
 		h.remember(ctx, *k, err, e.Time)
 	}
 	return r.zoneFailure(z.Resolver, e.ZoneOutcome), nil, 0
-}
-
-// isTimeout reports whether a forward-zone exchange failed because its
-// resolver did not answer in time. transport.Forwarder says so with
-// ErrResolverTimeout; a deadline noticed by any other layer (another
-// Exchanger, the caller's context) counts the same.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, transport.ErrResolverTimeout) ||
-		errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, os.ErrDeadlineExceeded) ||
-		(errors.As(err, &ne) && ne.Timeout())
 }

@@ -69,26 +69,23 @@ func LayoutAnswer(q, raw []byte, id uint16) (AnswerLayout, bool) {
 	off := l.QuestionEnd
 	for i := range an + ns + ar {
 		start := off
-		if off = NameEnd(raw, off); off < 0 || off+rrHeaderLen > len(raw) {
+		fixed, end := RecordFrame(raw, off)
+		if fixed < 0 {
 			return none, false
 		}
-		typ := binary.BigEndian.Uint16(raw[off:])
-		class := binary.BigEndian.Uint16(raw[off+2:])
-		rdata := off + rrHeaderLen
-		end := rdata + int(binary.BigEndian.Uint16(raw[off+8:]))
-		if end > len(raw) {
-			return none, false
-		}
+		typ := binary.BigEndian.Uint16(raw[fixed:])
+		class := binary.BigEndian.Uint16(raw[fixed+2:])
+		rdata := fixed + RRFixedLen
 		if typ == dns.TypeOPT {
 			// One OPT, owned by the root written as such, in the
 			// additional section, of EDNS version 0 (the TTL's second
 			// byte; the first holds the extended rcode bits).
-			if i < an+ns || l.OPT >= 0 || off != start+1 || raw[start] != 0 ||
-				raw[off+5] != 0 || !optionsOK(raw[rdata:end]) {
+			if i < an+ns || l.OPT >= 0 || fixed != start+1 || raw[start] != 0 ||
+				raw[fixed+5] != 0 || !optionsOK(raw[rdata:end]) {
 				return none, false
 			}
 			l.OPT, l.OPTEnd = start, end
-			l.Rcode |= int(raw[off+4]) << 4
+			l.Rcode |= int(raw[fixed+4]) << 4
 		} else if class != dns.ClassINET || !rdataOK(raw[:end], typ, rdata) {
 			return none, false
 		}
@@ -100,9 +97,29 @@ func LayoutAnswer(q, raw []byte, id uint16) (AnswerLayout, bool) {
 	return l, true
 }
 
-// Wire-format constants LayoutAnswer needs beyond those of header.go.
+// RecordFrame reads the frame of the resource record at msg[off:]: it
+// returns fixed, the offset just past its owner name (well formed, see
+// NameEnd), where TYPE, CLASS, TTL (at +4) and RDLENGTH lie, and end,
+// just past its RDATA, which begins at fixed+RRFixedLen; fixed is -1 when
+// the record does not lie within msg. It is the one record walker: the
+// answer layout's and the cache's.
+func RecordFrame(msg []byte, off int) (fixed, end int) {
+	fixed = NameEnd(msg, off)
+	if fixed < 0 || fixed+RRFixedLen > len(msg) {
+		return -1, -1
+	}
+	end = fixed + RRFixedLen + int(binary.BigEndian.Uint16(msg[fixed+8:]))
+	if end > len(msg) {
+		return -1, -1
+	}
+	return fixed, end
+}
+
+// Wire-format constants beyond those of header.go.
 const (
-	rrHeaderLen = 10 // a record's type, class, TTL and RDLENGTH, after its name
+	// RRFixedLen is the length of a record's TYPE, CLASS, TTL and
+	// RDLENGTH, after its owner name.
+	RRFixedLen = 10
 
 	// maxPointers is the most compression pointers one name may follow:
 	// miekg/dns gives up past 126. A name as a compressor writes it takes
@@ -121,16 +138,16 @@ func EqualFoldASCII(a, b []byte) bool {
 		return false
 	}
 	for i := range a {
-		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+		if LowerASCII(a[i]) != LowerASCII(b[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-// lowerASCII returns c in lower case when it is an ASCII capital letter,
+// LowerASCII returns c in lower case when it is an ASCII capital letter,
 // else c.
-func lowerASCII(c byte) byte {
+func LowerASCII(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
 	}

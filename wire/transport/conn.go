@@ -113,14 +113,44 @@ func wakeFor(armed, d time.Time) (time.Time, bool) {
 // context.Canceled rather than an i/o timeout we caused ourselves. Other
 // errors (connection refused, reset) keep their chain for errors.Is.
 func ioError(ctx context.Context, step, label string, err error) error {
-	if cerr := ctx.Err(); cerr != nil && (isTimeout(err) || errors.Is(err, cerr)) {
+	if cerr := ctx.Err(); cerr != nil && (IsTimeout(err) || errors.Is(err, cerr)) {
 		err = cerr
 	}
 	return fmt.Errorf("%s %s: %w", step, label, err)
 }
 
-// isTimeout reports whether err is a socket deadline expiry.
-func isTimeout(err error) bool {
+// IsTimeout reports whether err is an expiry: of a socket's deadline, of a
+// context's (context.DeadlineExceeded is a net.Error too), or a
+// forward-zone resolver's timeout (ErrResolverTimeout).
+func IsTimeout(err error) bool {
 	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, ErrResolverTimeout) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// idleSweep schedules a transport's sweep of its idle connections (TCP's,
+// DoT's): one timer, armed while an idle connection may expire. Its fields
+// are guarded by the transport's mutex.
+type idleSweep struct {
+	timer *time.Timer // or nil before the first arm
+	armed bool        // timer is scheduled
+}
+
+// armLocked schedules sweep(time.Now()) after d. sweep is the transport's
+// expireIdle, which disarms the sweep first and arms it again for the
+// next connection to expire.
+func (s *idleSweep) armLocked(d time.Duration, sweep func(now time.Time)) {
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, func() { sweep(time.Now()) })
+	} else {
+		s.timer.Reset(d)
+	}
+	s.armed = true
+}
+
+// stopLocked stops the timer, when the transport closes.
+func (s *idleSweep) stopLocked() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.armed = false
+	}
 }

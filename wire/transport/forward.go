@@ -27,7 +27,7 @@ var _ Transport = (*Forwarder)(nil)
 // bounds each whole exchange; opts tune its sockets as for NewUDP.
 func NewForwarder(resolver string, readTimeout time.Duration, opts ...Option) *Forwarder {
 	u := NewUDP(resolver, opts...)
-	return newForwarder(resolver, readTimeout, ExchangerFunc(u.exchangeDatagram), u.tcp, u)
+	return newForwarder(resolver, readTimeout, (*udpDatagrams)(u), u.tcp, u)
 }
 
 // newForwarder builds a Forwarder on any exchangers, so that tests can time
@@ -51,17 +51,14 @@ func (f *Forwarder) Exchange(ctx context.Context, q *Query, expiry time.Time) (A
 	if !expiry.IsZero() && expiry.Before(deadline) {
 		deadline = expiry
 	}
-	a, err := f.udp.Exchange(ctx, q, deadline)
-	if err == nil && a.Msg != nil && a.Msg.Truncated {
-		a, err = f.tcp.Exchange(ctx, q, deadline)
-	}
+	a, err := exchangeFallingBack(ctx, q, deadline, f.udp, f.tcp)
 	if err == nil {
 		return a, nil
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return Answer{}, fmt.Errorf("forwarding to %s: %w", f.resolver, context.Canceled)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+	if IsTimeout(err) {
 		// %v, not %w: the chain would let the deadline match again.
 		return Answer{}, fmt.Errorf("forwarding to %s: %w: %v", f.resolver, ErrResolverTimeout, err)
 	}

@@ -70,18 +70,17 @@ var _ Transport = (*HTTPS)(nil)
 // NewHTTPS returns a DoH transport posting to addr, an https:// address
 // (see ParseAddress). Its HOST is the name the server's certificate must
 // carry; WithDialIP pins the address dialled, WithResolver looks HOST up
-// when it is a name and no address is pinned, WithRootCAs and
-// WithTLSConfig choose the roots, WithMaxConns and WithMaxIdle bound the
-// HTTP connections and WithIdleTimeout their idle life. It opens no
+// when it is a name and no address is pinned, WithRootCAs chooses the
+// roots, WithMaxConns and WithMaxIdle bound the HTTP connections, which
+// live DefaultTLSIdleTimeout when idle. It opens no
 // connection until the first exchange; it fails only when addr is not an
 // https:// address.
 func NewHTTPS(addr Address, opts ...Option) (*HTTPS, error) {
-	if err := checkScheme(addr, "https"); err != nil {
+	o, hd, conf, err := tlsSetup(addr, "https", opts)
+	if err != nil {
 		return nil, err
 	}
-	o := buildOptions(opts)
-	conf := tlsClientConfig(o, addr.host)
-	h := &HTTPS{url: addr.String(), label: addr.Redacted(), hd: newHostDialer(o, addr)}
+	h := &HTTPS{url: addr.String(), label: addr.Redacted(), hd: hd}
 
 	tr := &http.Transport{
 		// The transport talks to one server only: every connection goes

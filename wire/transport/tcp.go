@@ -43,11 +43,10 @@ type TCP struct {
 
 	dials atomic.Uint64 // connections opened, so tests can prove reuse
 
-	mu     sync.Mutex  // guards following
-	idle   []*tcpConn  // the oldest first
-	expiry *time.Timer // closes expired idle connections; or nil before the first
-	armed  bool        // expiry is scheduled
-	closed bool        // Close was called: connections are closed on return
+	mu     sync.Mutex // guards following
+	idle   []*tcpConn // the oldest first
+	sweep  idleSweep  // of the idle connections
+	closed bool       // Close was called: connections are closed on return
 }
 
 var _ Transport = (*TCP)(nil)
@@ -207,24 +206,14 @@ func (t *TCP) put(c *tcpConn) {
 		c.idleSince = time.Now()
 		t.idle = append(t.idle, c)
 		c = nil
-		if !t.armed {
-			t.armLocked(t.idleTimeout)
+		if !t.sweep.armed {
+			t.sweep.armLocked(t.idleTimeout, t.expireIdle)
 		}
 	}
 	t.mu.Unlock()
 	if c != nil {
 		_ = c.Close()
 	}
-}
-
-// armLocked schedules the sweep of expired idle connections after d.
-func (t *TCP) armLocked(d time.Duration) {
-	if t.expiry == nil {
-		t.expiry = time.AfterFunc(d, func() { t.expireIdle(time.Now()) })
-	} else {
-		t.expiry.Reset(d)
-	}
-	t.armed = true
 }
 
 // expireIdle closes the connections idle for the idle timeout at now and
@@ -241,9 +230,9 @@ func (t *TCP) expireIdle(now time.Time) {
 	n := copy(t.idle, t.idle[i:])
 	clear(t.idle[n:])
 	t.idle = t.idle[:n]
-	t.armed = false
+	t.sweep.armed = false
 	if len(t.idle) > 0 && !t.closed {
-		t.armLocked(t.idle[0].idleSince.Add(t.idleTimeout).Sub(now))
+		t.sweep.armLocked(t.idle[0].idleSince.Add(t.idleTimeout).Sub(now), t.expireIdle)
 	}
 	t.mu.Unlock()
 
@@ -263,10 +252,7 @@ func (t *TCP) Close() error {
 	idle := t.idle
 	t.idle = nil
 	t.closed = true
-	if t.expiry != nil {
-		t.expiry.Stop()
-		t.armed = false
-	}
+	t.sweep.stopLocked()
 	t.mu.Unlock()
 
 	// Close connections after releasing the lock.

@@ -18,7 +18,7 @@ import (
 // "tls://HOST:PORT" address form (RFC 7858): TCP framing (RFC 1035 4.2.2)
 // inside TLS 1.2 or later, the certificate verified for HOST.
 //
-// It keeps a few persistent connections (WithPipelineConns) and pipelines
+// It keeps a few persistent connections (DefaultPipelineConns) and pipelines
 // queries on them (RFC 7766 6.2.1.1): many in flight on one connection,
 // each under a wire ID unique on it, answers matched by ID in whatever order
 // they come. An exchange takes an idle connection, else dials one while
@@ -57,8 +57,7 @@ type TLS struct {
 	mu     sync.Mutex
 	conns  []*dotConn            // what new exchanges may use, dialling ones included; at most maxConns
 	open   map[*dotConn]struct{} // connections whose reader runs, in conns or retired
-	expiry *time.Timer           // closes idle connections; or nil before the first
-	armed  bool                  // expiry is scheduled
+	sweep  idleSweep             // of the idle connections
 	closed bool                  // Close was called: no connection is kept
 
 	waits sync.Pool // *dotWait, its channel empty: one per exchange
@@ -70,19 +69,18 @@ var _ Transport = (*TLS)(nil)
 // NewTLS returns a DoT transport to the server at addr, a tls:// address
 // (see ParseAddress). Its HOST is the name the certificate must carry;
 // WithDialIP pins the address dialled, WithResolver looks HOST up when it
-// is a name and no address is pinned, WithRootCAs and WithTLSConfig choose
-// the roots, WithPipelineConns and WithIdleTimeout tune the connections. It
+// is a name and no address is pinned, WithRootCAs chooses the roots. It
 // opens no connection until the first exchange and starts no goroutine; it
 // fails only when addr is not a tls:// address.
 func NewTLS(addr Address, opts ...Option) (*TLS, error) {
-	if err := checkScheme(addr, "tls"); err != nil {
+	o, hd, conf, err := tlsSetup(addr, "tls", opts)
+	if err != nil {
 		return nil, err
 	}
-	o := buildOptions(opts)
 	return &TLS{
 		label:       addr.String(),
-		hd:          newHostDialer(o, addr),
-		conf:        tlsClientConfig(o, addr.host),
+		hd:          hd,
+		conf:        conf,
 		maxConns:    o.pipelineConns,
 		idleTimeout: o.idleTimeoutOr(DefaultTLSIdleTimeout),
 		open:        make(map[*dotConn]struct{}),
@@ -285,8 +283,8 @@ func (t *TLS) release(c *dotConn, retire bool) {
 			closeNow = true
 		} else {
 			c.idleSince = time.Now()
-			if !t.armed && !t.closed {
-				t.armLocked(t.idleTimeout)
+			if !t.sweep.armed && !t.closed {
+				t.sweep.armLocked(t.idleTimeout, t.expireIdle)
 			}
 		}
 	}
@@ -306,23 +304,13 @@ func (t *TLS) removeLocked(c *dotConn) {
 	}
 }
 
-// armLocked schedules the idle sweep after d.
-func (t *TLS) armLocked(d time.Duration) {
-	if t.expiry == nil {
-		t.expiry = time.AfterFunc(d, func() { t.expireIdle(time.Now()) })
-	} else {
-		t.expiry.Reset(d)
-	}
-	t.armed = true
-}
-
 // expireIdle closes the connections idle for the idle timeout at now and
 // schedules itself for the next one to expire. It is the expiry timer's
 // body; tests call it with a clock of their own.
 func (t *TLS) expireIdle(now time.Time) {
 	var expired []*dotConn
 	t.mu.Lock()
-	t.armed = false
+	t.sweep.armed = false
 	var next time.Time
 	for _, c := range t.conns {
 		if c.conn == nil || c.inflight > 0 {
@@ -339,7 +327,7 @@ func (t *TLS) expireIdle(now time.Time) {
 		t.removeLocked(c)
 	}
 	if !next.IsZero() && !t.closed {
-		t.armLocked(next.Sub(now))
+		t.sweep.armLocked(next.Sub(now), t.expireIdle)
 	}
 	t.mu.Unlock()
 
@@ -359,10 +347,7 @@ func (t *TLS) expireIdle(now time.Time) {
 func (t *TLS) Close() error {
 	t.mu.Lock()
 	t.closed = true
-	if t.expiry != nil {
-		t.expiry.Stop()
-		t.armed = false
-	}
+	t.sweep.stopLocked()
 	var idle []*dotConn
 	for _, c := range t.conns {
 		c.retired = true

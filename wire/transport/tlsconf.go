@@ -5,8 +5,19 @@ import (
 	"fmt"
 )
 
+// tlsSetup is what NewTLS and NewHTTPS set up alike: addr checked to be
+// of scheme, the options applied, where to dial (the pinned ip, or the
+// host looked up) and the configuration that verifies the host.
+func tlsSetup(addr Address, scheme string, opts []Option) (o options, hd hostDialer, conf *tls.Config, err error) {
+	if err := checkScheme(addr, scheme); err != nil {
+		return options{}, hostDialer{}, nil, err
+	}
+	o = buildOptions(opts)
+	return o, newHostDialer(o, addr), tlsClientConfig(o, addr.host), nil
+}
+
 // tlsClientConfig returns the configuration DoT and DoH verify the server
-// named serverName with: a clone of WithTLSConfig's or a fresh one, TLS 1.2
+// named serverName with: a clone of the tests' WithTLSConfig or a fresh one, TLS 1.2
 // at least (RFC 7858 and RFC 8484 both require 1.2 or later), serverName
 // unless the given configuration names a server itself, and WithRootCAs'
 // pool as the only roots when one was given. Without roots of the

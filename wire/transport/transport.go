@@ -58,7 +58,7 @@ type options struct {
 	maxConns      int
 	pipelineConns int
 	idleTimeout   time.Duration
-	idleSet       bool           // WithIdleTimeout gave idleTimeout: DoT and DoH keep their default otherwise
+	idleSet       bool           // the tests' WithIdleTimeout gave idleTimeout: DoT and DoH keep their default otherwise
 	tlsConfig     *tls.Config    // or nil: a fresh configuration
 	dialIP        netip.Addr     // or the zero Addr: HOST is dialled as it is (an IP) or resolved by resolver
 	resolver      HostResolver   // or nil: a HOST that is a name, without dialIP, cannot be dialled
@@ -76,7 +76,8 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
-// idleTimeoutOr returns the idle timeout WithIdleTimeout gave, or def.
+// idleTimeoutOr returns the idle timeout the tests' WithIdleTimeout gave,
+// or def.
 func (o options) idleTimeoutOr(def time.Duration) time.Duration {
 	if o.idleSet {
 		return o.idleTimeout
@@ -85,7 +86,8 @@ func (o options) idleTimeoutOr(def time.Duration) time.Duration {
 }
 
 // WithMaxIdle keeps at most n idle connections (TCP, DoT, DoH) per
-// upstream; 0 disables reuse. UDP exchanges share one socket and ignore it. Default DefaultMaxIdle. Negative n is 0.
+// upstream; 0 disables reuse. UDP ignores it: each exchange has a socket
+// and a port of its own (see UDP). Default DefaultMaxIdle. Negative n is 0.
 func WithMaxIdle(n int) Option {
 	return func(o *options) { o.maxIdle = max(n, 0) }
 }
@@ -95,36 +97,9 @@ func WithMaxIdle(n int) Option {
 // DefaultMaxConns; n below 1 is 1. The pool's slots usually bound
 // concurrency first: pass the upstream's slots here. For DoH it bounds the
 // HTTP connections (HTTP/2 needs one; it matters for an HTTP/1.1 server);
-// DoT pipelines and takes WithPipelineConns instead.
+// DoT pipelines on DefaultPipelineConns instead.
 func WithMaxConns(n int) Option {
 	return func(o *options) { o.maxConns = max(n, 1) }
-}
-
-// WithIdleTimeout closes connections idle for longer than d. Default
-// DefaultIdleTimeout for TCP, DefaultTLSIdleTimeout for DoT and DoH; d <= 0
-// keeps the default.
-func WithIdleTimeout(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.idleTimeout, o.idleSet = d, true
-		}
-	}
-}
-
-// WithPipelineConns bounds the DoT connections to the upstream; queries
-// are pipelined on them, so a few carry any load. Default
-// DefaultPipelineConns; n below 1 is 1.
-func WithPipelineConns(n int) Option {
-	return func(o *options) { o.pipelineConns = max(n, 1) }
-}
-
-// WithTLSConfig makes DoT and DoH start from a clone of c instead of an
-// empty configuration, say for client certificates. The transport still
-// sets TLS 1.2 as the least version when c allows less, the server name
-// from the address when c names none, and WithRootCAs' roots when given.
-// c is not modified. nil means none.
-func WithTLSConfig(c *tls.Config) Option {
-	return func(o *options) { o.tlsConfig = c }
 }
 
 // WithDialIP makes DoT and DoH connect to ip instead of resolving the

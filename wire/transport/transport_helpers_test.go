@@ -138,7 +138,7 @@ func checkAnswers(tb testing.TB, r, q *dns.Msg) {
 // isExpiry reports whether err says the exchange's deadline passed: the
 // context's error or the socket's timeout, both allowed by the contract.
 func isExpiry(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+	return errors.Is(err, context.DeadlineExceeded) || IsTimeout(err)
 }
 
 // query returns a query for name with EDNS, as the pool would forward it.

@@ -93,18 +93,28 @@ func NewUDP(addr string, opts ...Option) *UDP {
 // errors (a closed port reports syscall.ECONNREFUSED) all match with
 // errors.Is.
 func (u *UDP) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
-	a, err := u.exchangeDatagram(ctx, q, expiry)
+	return exchangeFallingBack(ctx, q, expiry, (*udpDatagrams)(u), u.tcp)
+}
+
+// exchangeFallingBack asks datagram, then stream when datagram's answer is
+// truncated, both within expiry: the one TCP fallback, of UDP.Exchange
+// and of the forward-zone client.
+func exchangeFallingBack(ctx context.Context, q *Query, expiry time.Time, datagram, stream Exchanger) (Answer, error) {
+	a, err := datagram.Exchange(ctx, q, expiry)
 	if err != nil || a.Msg == nil || !a.Msg.Truncated {
 		return a, err
 	}
-	return u.tcp.Exchange(ctx, q, expiry)
+	return stream.Exchange(ctx, q, expiry)
 }
 
-// exchangeDatagram is Exchange without the TCP fallback: a truncated answer
-// is returned as it came, or as a bare truncated header when it did not
-// even parse (some servers cut records in half). The forward-zone client
-// drives the fallback itself.
-func (u *UDP) exchangeDatagram(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
+// udpDatagrams is a UDP transport without its TCP fallback: a truncated
+// answer is returned as it came, or as a bare truncated header when it did
+// not even parse (some servers cut records in half).
+type udpDatagrams UDP
+
+// Exchange is UDP.Exchange but for the TCP fallback.
+func (d *udpDatagrams) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer, error) {
+	u := (*UDP)(d)
 	if len(q.Packed) < dnsmsg.HeaderLen || len(q.Packed) > maxUDPPayload {
 		return Answer{}, fmt.Errorf("%w: a %d-byte query", ErrPack, len(q.Packed))
 	}
