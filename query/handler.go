@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/blocking"
 	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
@@ -47,6 +48,11 @@ type HandlerConfig struct {
 	// process's that comes back as a client query is answered at once and
 	// reported (loop.go); another nxdnsd's is forwarded.
 	Loops *actors.Loops
+
+	// Blocking decides which queries are blocked (spec section 11), or is
+	// nil for none. The daemon passes its one Manager's Engine, which
+	// outlives every reload.
+	Blocking *blocking.Engine
 }
 
 // Errors of NewHandler; each wraps the detail of the first problem found.
@@ -66,8 +72,9 @@ type Handler struct {
 	cache   CacheConfig // cache.Cache nil: no cache
 	refresh *refresher  // nil without a cache
 	allow   []netip.Prefix
-	open    bool          // Allow was nil: every client is served
-	loops   *actors.Loops // or nil
+	open    bool             // Allow was nil: every client is served
+	loops   *actors.Loops    // or nil
+	block   *blocking.Engine // always non-nil: an Engine without rules when HandlerConfig.Blocking is nil
 }
 
 // NewHandler builds a Handler, checking the zones and records. An error
@@ -94,6 +101,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		allow: slices.Clone(cfg.Allow),
 		open:  cfg.Allow == nil,
 		loops: cfg.Loops,
+		block: cfg.Blocking,
+	}
+	if h.block == nil {
+		h.block = blocking.NewEngine(nil) // idle for ever: one atomic load per query
 	}
 	if h.cache.Cache != nil {
 		h.refresh = newRefresher(h)
@@ -137,6 +148,14 @@ type scratch struct {
 	hit   cache.Hit
 	state cache.State
 
+	// allowed is set when an allow rule matched the name asked: its
+	// answer is exempt from CNAME inspection.
+	allowed bool
+
+	// cb, or nil, holds the targets of an answer's chain while they are
+	// decided; kept from one query to the next (putScratch).
+	cb *chainBuf
+
 	// hold, or nil, is what the caller of ServeFastHolding keeps held for
 	// a query handed on, released once the query has ended.
 	hold Hold
@@ -153,7 +172,8 @@ func getScratch(h *Handler) *scratch {
 // putScratch keeps s for another query, dropping references to this
 // query's messages and errors.
 func putScratch(s *scratch) {
-	*s = scratch{}
+	cb := s.cb
+	*s = scratch{cb: cb}
 	scratchPool.Put(s)
 }
 

@@ -29,9 +29,9 @@ var (
 		(*Handler).answerSpecial,     // 2: special-use names, our own loop checks
 		(*Handler).answerLocal,       // 2: local_records
 		(*Handler).refuseUnforwarded, // 2: what is never forwarded (unforwarded.go)
-		// 3: blocking (section 11) goes here.
-		(*Handler).route,       // 5's choice, made now: the cache's refreshes ask the same way
-		(*Handler).answerFresh, // 4: a fresh cache entry, a remembered failure
+		(*Handler).answerBlocked,     // 3: blocking (section 11, block.go)
+		(*Handler).route,             // 5's choice, made now: the cache's refreshes ask the same way
+		(*Handler).answerFresh,       // 4: a fresh cache entry, a remembered failure
 	}
 	waitingSteps = [...]waitingStep{
 		(*Handler).answerStale, // 4: an expired entry while its refresh runs (RFC 8767)
@@ -39,9 +39,10 @@ var (
 		// 6: private reverse names (section 15) go here.
 		(*Handler).answerPool, // 7: the upstream pool; always answers
 	}
-	// 8: the inspection of an answer from the cache or a resolver (CNAME
-	// inspection, rebinding protection) goes in answerFresh, answerStale,
-	// answerZone and answerPool's common exit, r.answer and r.fromCache.
+	// 8: the inspection of an answer from the cache or a resolver is
+	// inspect (block.go: CNAME inspection), on the exits of answerFresh,
+	// answerStale, answerZone and answerPool; rebinding protection
+	// (section 15) goes beside it.
 )
 
 // fastStep is a step that never waits. It answers the query in s (done
@@ -138,7 +139,11 @@ func (h *Handler) answerFresh(s *scratch) (*dns.Msg, []byte, int, bool) {
 	if h.cache.Cache == nil {
 		return nil, nil, 0, false
 	}
-	return h.fromCacheQuick(s)
+	m, out, rcode, done := h.fromCacheQuick(s)
+	if done {
+		m, out, rcode = h.inspect(s, m, out, rcode)
+	}
+	return m, out, rcode, done
 }
 
 // answerStale serves an expired entry, with ServeStale on, while its
@@ -148,6 +153,7 @@ func (h *Handler) answerStale(ctx context.Context, s *scratch) (*dns.Msg, []byte
 		return nil, nil, 0, false
 	}
 	m, out, rcode := h.resolveStale(ctx, &s.req, s.zone, s.key, s.hit, &s.entry, s, s.buf)
+	m, out, rcode = h.inspect(s, m, out, rcode)
 	return m, out, rcode, true
 }
 
@@ -164,6 +170,7 @@ func (h *Handler) answerZone(ctx context.Context, s *scratch) (*dns.Msg, []byte,
 		return s.req.reply(dns.RcodeServerFailure), nil, 0, true
 	}
 	m, out, rcode := h.forward(ctx, &s.req, z, q, &s.entry, s.cacheKey())
+	m, out, rcode = h.inspect(s, m, out, rcode)
 	return m, out, rcode, true
 }
 
@@ -175,6 +182,7 @@ func (h *Handler) answerPool(ctx context.Context, s *scratch) (*dns.Msg, []byte,
 		return s.req.reply(dns.RcodeServerFailure), nil, 0, true
 	}
 	m, out, rcode := h.fromPool(ctx, &s.req, q, &s.entry, s, s.cacheKey())
+	m, out, rcode = h.inspect(s, m, out, rcode)
 	return m, out, rcode, true
 }
 
