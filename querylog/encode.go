@@ -32,7 +32,9 @@ type Encoder struct {
 // Append appends e's line, newline included, to b and returns the result.
 //
 // Fields, in order: ts, client, proto, qname, qtype, qclass (only when the
-// class is not IN), rcode, source, upstream, duration_ms; then, for pool lines when e.Attempts is on,
+// class is not IN), rcode, source, list (only on blocked lines: the list
+// that blocked the query, "rule" for the custom rules), upstream,
+// duration_ms; then, for pool lines when e.Attempts is on,
 // queued_ms and attempts. A field with nothing to say is null: source for
 // a query refused before resolution (FORMERR, NOTIMP, BADVERS), qname and
 // qtype for a query without a readable question, upstream when no upstream
@@ -67,6 +69,10 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 	b = appendString(b, dnstext.Rcode(e.Rcode))
 	b = append(b, `,"source":`...)
 	b = appendOptional(b, e.Source)
+	if e.Source == query.SourceBlocked {
+		b = append(b, `,"list":`...)
+		b = appendOptional(b, e.List)
+	}
 	b = append(b, `,"upstream":`...)
 	b = appendOptional(b, e.Upstream)
 	b = append(b, `,"duration_ms":`...)
