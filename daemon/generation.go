@@ -201,6 +201,8 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		Cache:   d.cacheConfig(cfg, g.pool),
 		Allow:   cfg.Server.AllowPrefixes,
 		Loops:   g.loops,
+
+		Blocking: d.blocking.Engine(),
 	})
 	if err != nil {
 		return nil, err

@@ -152,6 +152,7 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Version:  d.opts.version,
 		Allow:    func(a netip.Addr) bool { return d.front.current().handler.Allows(a) },
 		Hosts:    d.cfg.Admin.Hosts,
+		Routes:   d.blocking.Register,
 	})
 }
 

@@ -115,6 +115,8 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 	d.front.cur.Store(g)
 	d.metrics.UsePool(g.pool, ups)
 	d.metrics.UseZones(zoneNames(eff))
+	// Lists whose name, source and kind are unchanged keep their copies.
+	d.blocking.Reload(eff.Blocking)
 	d.cfg = eff
 	if d.level != nil && eff.Log.Level != running.Log.Level {
 		if lvl, err := zapcore.ParseLevel(eff.Log.Level); err == nil {
