@@ -2,6 +2,7 @@ package query
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/miekg/dns"
 
@@ -91,24 +92,8 @@ type chainBuf struct {
 // the bytes out) and decides on them; ok reports a blocked decision.
 func (h *Handler) decideChain(s *scratch, m *dns.Msg, out []byte) (d blocking.Decision, ok bool) {
 	var name [maxNameLen]byte
-	qname := s.req.wireName(&name)
-	client := s.entry.Client.Addr()
-	n := 0
-	// decide decides on the n targets collected so far; it reports
-	// whether the decision is made (blocked, or the name asked allowed).
-	decide := func() bool {
-		d = h.block.DecideChain(client, nil, qname, s.cb.chain[:n])
-		n = 0
-		return d.Blocked || d.Allowed
-	}
-	add := func(target []byte) bool {
-		if s.cb == nil {
-			s.cb = new(chainBuf)
-		}
-		s.cb.chain[n] = append(s.cb.names[n][:0], target...)
-		n++
-		return n == chainMax && decide()
-	}
+	qname := s.req.wireName(&name) // passed along, not kept in c: c's decision is returned
+	c := chainDecider{h: h, s: s, client: s.entry.Client.Addr()}
 	if m != nil {
 		for _, rr := range m.Answer {
 			var target string
@@ -121,26 +106,55 @@ func (h *Handler) decideChain(s *scratch, m *dns.Msg, out []byte) (d blocking.De
 				continue
 			}
 			var b [maxNameLen]byte
-			if end, err := dns.PackDomainName(dns.Fqdn(target), b[:], 0, nil, false); err == nil && add(b[:end]) {
-				return d, d.Blocked
+			if end, err := dns.PackDomainName(dns.Fqdn(target), b[:], 0, nil, false); err == nil && c.add(b[:end], qname) {
+				return c.d, c.d.Blocked
 			}
 		}
-	} else if walkChain(out, add) {
-		return d, d.Blocked
+	} else if walkChain(out, &c, qname) {
+		return c.d, c.d.Blocked
 	}
-	if n > 0 {
-		decide()
+	if c.n > 0 {
+		c.decide(qname)
 	}
-	return d, d.Blocked
+	return c.d, c.d.Blocked
 }
 
-// walkChain calls add with the target of each CNAME and DNAME record in
-// the answer section of msg, expanded (compression pointers followed),
-// until add returns true, and reports whether it did. It stops quietly at
+// chainDecider decides on an answer's chain, chainMax targets at a time.
+type chainDecider struct {
+	h      *Handler
+	s      *scratch
+	client netip.Addr
+	n      int               // targets collected, not yet decided
+	d      blocking.Decision // the last decision
+}
+
+// add collects target (copied), a target of qname's chain; it reports
+// whether the decision is made.
+func (c *chainDecider) add(target, qname []byte) bool {
+	if c.s.cb == nil {
+		c.s.cb = new(chainBuf)
+	}
+	cb := c.s.cb
+	cb.chain[c.n] = append(cb.names[c.n][:0], target...)
+	c.n++
+	return c.n == chainMax && c.decide(qname)
+}
+
+// decide decides on the targets collected; it reports whether the
+// decision is made: blocked, or the name asked allowed (exempt).
+func (c *chainDecider) decide(qname []byte) bool {
+	c.d = c.h.block.DecideChain(c.client, nil, qname, c.s.cb.chain[:c.n])
+	c.n = 0
+	return c.d.Blocked || c.d.Allowed
+}
+
+// walkChain hands c the target of each CNAME and DNAME record in the
+// answer section of msg, the answer to qname, expanded (compression pointers followed), until
+// the decision is made, and reports whether it was. It stops quietly at
 // the first record it cannot read: the bytes came through the cache or
 // the transport's checks, so that is a section cut short, and what was
 // read is still decided on.
-func walkChain(msg []byte, add func([]byte) bool) bool {
+func walkChain(msg []byte, c *chainDecider, qname []byte) bool {
 	if len(msg) < dnsmsg.HeaderLen {
 		return false
 	}
@@ -166,7 +180,7 @@ func walkChain(msg []byte, add func([]byte) bool) bool {
 			return false
 		}
 		if typ == dns.TypeCNAME || typ == dns.TypeDNAME {
-			if target, ok := expandName(msg[:next], rdata, name[:0]); ok && add(target) {
+			if target, ok := expandName(msg[:next], rdata, name[:0]); ok && c.add(target, qname) {
 				return true
 			}
 		}

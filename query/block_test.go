@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/blocking"
+	"github.com/nxdnsd/nxdnsd/blocking/blocktest"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 )
@@ -345,6 +346,97 @@ func BenchmarkServeFastBlocked(b *testing.B) {
 	for b.Loop() {
 		if _, handled := h.ServeFast(req); !handled {
 			b.Fatal("not blocked")
+		}
+	}
+}
+
+// millionRules writes a generated list of 1,000,000 rules (blocktest)
+// and ||blocked.example^, and returns an Engine with it in force.
+func millionRules(b *testing.B) *blocking.Engine {
+	b.Helper()
+	p := filepath.Join(b.TempDir(), "million.txt")
+	f, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := blocktest.New(27).WriteList(f, blocktest.Mix{Rules: 1_000_000, Allow: 1000}, 0); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.WriteString("||blocked.example^\n"); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	e := newBlocking(b, fmt.Sprintf("[[blocking.lists]]\nname = \"million\"\nsource = %q\n", p))
+	if e.Idle() {
+		b.Fatal("the list is not in force")
+	}
+	return e
+}
+
+// BenchmarkServeFastRules is the fast path with a 1,000,000-rule list in
+// force: a cache hit (step 3 decides the name, step 8 inspects the
+// cached answer) and a blocked name. Beside BenchmarkServeFastHit, it is
+// what the rules cost a hit.
+func BenchmarkServeFastRules(b *testing.B) {
+	e := millionRules(b)
+	for _, bc := range []struct{ name, qname string }{
+		{"hit", "www.example.com."},
+		{"blocked", "www.blocked.example."},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			pool := answeringPool(b, "www.example.com. 300 IN A 192.0.2.1", "www.example.com. 300 IN A 192.0.2.2")
+			h, err := NewHandler(HandlerConfig{Pool: pool, Cache: testCacheConfig(), Hooks: HooksFunc(func(*Entry) {}), Blocking: e})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(h.Close)
+			raw := mustPack(b, withEDNS(newQuery(bc.qname, dns.TypeA), 1232, false))
+			req := &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+			if _, handled := h.ServeFast(req); !handled {
+				h.ServeDNS(context.Background(), &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Pending: req.Pending})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				req.Pending = nil
+				if _, handled := h.ServeFast(req); !handled {
+					b.Fatal("not answered on the fast path")
+				}
+			}
+		})
+	}
+}
+
+// CNAME inspection of a cached answer allocates nothing of its own with
+// rules in force, whether the chain is let through or blocked (once the
+// scratch has its chain buffer): the one allocation is the parsed name's.
+func TestCNAMEInspectionAllocatesNothing(t *testing.T) {
+	e := newBlocking(t, "[blocking]\nblock = [\"||bad.example^\"]\n")
+	pool := bytePool{answeringPool(t, "www.example. 300 IN CNAME cdn.example.", "cdn.example. 300 IN A 192.0.2.1")}
+	bad := bytePool{answeringPool(t, "ok.example. 300 IN CNAME x.bad.example.", "x.bad.example. 300 IN A 192.0.2.1")}
+	for name, tc := range map[string]struct {
+		pool  Pool
+		qname string
+	}{"through": {pool, "www.example."}, "blocked": {bad, "ok.example."}} {
+		h, rec := newTestHandler(t, HandlerConfig{Pool: tc.pool, Blocking: e, Cache: testCacheConfig()})
+		t.Cleanup(h.Close)
+		raw := mustPack(t, withEDNS(newQuery(tc.qname, dns.TypeA), 1232, false))
+		req := &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Answer: make([]byte, 0, 4096)}
+		if _, handled := h.ServeFast(req); !handled {
+			h.ServeDNS(context.Background(), &server.Request{Raw: raw, Proto: ProtoUDP, Client: testClient, Pending: req.Pending, Answer: make([]byte, 0, 4096)})
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			req.Pending = nil
+			if _, handled := h.ServeFast(req); !handled {
+				t.Fatalf("%s: not a cache hit", name)
+			}
+		})
+		if allocs > 1 {
+			t.Errorf("%s: %v allocations per inspected hit, want at most 1", name, allocs)
+		}
+		if en := rec.last(); (en.Source == SourceBlocked) != (name == "blocked") || en.CacheResult != CacheHit {
+			t.Errorf("%s: source %q cache %q", name, en.Source, en.CacheResult)
 		}
 	}
 }
