@@ -216,8 +216,8 @@ func (h *Handler) ServeDNS(ctx context.Context, req *server.Request) []byte {
 
 // ServeFast answers, without waiting for anything, the queries the fast
 // steps of the resolution order answer (order.go): malformed ones,
-// special-use names, local records, fresh cache hits and remembered
-// failures; the listener calls it on its own goroutine, before it hands a
+// special-use names, local records, blocked names, fresh cache hits and
+// remembered failures; the listener calls it on its own goroutine, before it hands a
 // query to a worker (server.FastHandler). For any other query it returns
 // handled false and sets req.Pending, whose Serve runs the waiting steps.
 // An answer is built in req.Answer when it fits; a dropped query is

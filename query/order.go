@@ -15,7 +15,7 @@ import (
 //
 // The fast steps never wait. ServeFast runs them on the listener's
 // goroutine, so that what they answer — a refusal, a name nxdnsd owns, a
-// fresh cache hit — costs no handoff to a worker; ServeDNS runs them first
+// blocked name, a fresh cache hit — costs no handoff to a worker; ServeDNS runs them first
 // for a query that came another way. A query that none answers is handed
 // on (server.Pending), and its worker runs the waiting steps, which may
 // wait for a refresh or a resolver. The last one always answers.
