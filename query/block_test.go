@@ -440,3 +440,38 @@ func TestCNAMEInspectionAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A query the general parser takes (an EDNS cookie, a name with an
+// escaped byte) is blocked like any other: its answer parses, echoes the
+// question as the client wrote it and names the list. An EDE that would
+// take the answer past the client's UDP size is dropped, the answer kept.
+func TestBlockedGeneralPathAndEDESize(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("l", 480)
+	e := newBlocking(t, fmt.Sprintf("[blocking]\nblock = [\"||ads.example^\"]\n[[blocking.lists]]\nname = %q\nsource = %q\n",
+		long, listFile(t, "||tracker.example^")))
+	h, rec := newTestHandler(t, HandlerConfig{Blocking: e})
+
+	q := withEDNS(newQuery(`a\.b.ads.example.`, dns.TypeA), 1232, false)
+	q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})
+	m, _ := exchange(t, h, q, ProtoUDP)
+	checkEcho(t, q, m)
+	if text, ok := blockedEDE(m); !ok || text != "blocked by rule" || len(m.Answer) != 1 || rec.last().Source != SourceBlocked {
+		t.Errorf("general path: EDE %q answers %v source %q, want blocked by rule", text, m.Answer, rec.last().Source)
+	}
+
+	for _, size := range []uint16{512, 1232} {
+		q := withEDNS(newQuery("x.tracker.example.", dns.TypeA), size, false)
+		m, raw := exchange(t, h, q, ProtoUDP)
+		text, ok := blockedEDE(m)
+		if fits := size == 1232; ok != fits || ok && text != "blocked by "+long || len(m.Answer) != 1 || m.Truncated {
+			t.Errorf("UDP size %d: EDE %v (%d bytes of text), answers %v, TC %v; want the EDE only if it fits", size, ok, len(text), m.Answer, m.Truncated)
+		}
+		if len(raw) > int(size) {
+			t.Errorf("UDP size %d: a %d-byte answer", size, len(raw))
+		}
+		if rec.last().List != long {
+			t.Errorf("UDP size %d: the entry's list is not the list's name", size)
+		}
+	}
+}
