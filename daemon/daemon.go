@@ -169,10 +169,10 @@ func adminString(ap netip.AddrPort) string {
 
 // abandon releases whatever New built, for a New or a Start that failed.
 func (d *Daemon) abandon() {
+	d.closeBlocking() // first: a fetch of its may be asking the pool
 	if g := d.front.current(); g != nil {
 		g.close(nil)
 	}
-	d.closeBlocking()
 	_ = d.boot.Close()
 	d.closeQueryLog()
 }
