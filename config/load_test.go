@@ -40,6 +40,7 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 		reflect.TypeFor[Server](), reflect.TypeFor[UpstreamPolicy](), reflect.TypeFor[Upstream](),
 		reflect.TypeFor[ForwardZone](), reflect.TypeFor[LocalRecord](), reflect.TypeFor[QueryLog](),
 		reflect.TypeFor[Admin](), reflect.TypeFor[AdminToken](), reflect.TypeFor[Log](), reflect.TypeFor[Clients](), reflect.TypeFor[StaticClient](),
+		reflect.TypeFor[Blocking](), reflect.TypeFor[BlockingList](), reflect.TypeFor[BlockingGroup](),
 	} {
 		for f := range typ.Fields() {
 			key := f.Tag.Get("toml")

@@ -130,6 +130,12 @@ func New(cfg Config) *Metrics {
 	return m
 }
 
+// RegisterWriter adds families that w writes, HELP and TYPE lines
+// included, to every scrape, after nxdnsd's own: what a package counts
+// itself (blocking's four families, spec section 11), so that it exists
+// from start-up like the rest.
+func (m *Metrics) RegisterWriter(w func(io.Writer)) { m.set.RegisterMetricsWriter(w) }
+
 // ObserveAttempt counts one pool attempt by how it ended and records its
 // duration (actors.Observer).
 // The upstream is an index of cfg.Upstreams: a pool built later, on a
