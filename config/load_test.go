@@ -39,7 +39,7 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Server](), reflect.TypeFor[UpstreamPolicy](), reflect.TypeFor[Upstream](),
 		reflect.TypeFor[ForwardZone](), reflect.TypeFor[LocalRecord](), reflect.TypeFor[QueryLog](),
-		reflect.TypeFor[Admin](), reflect.TypeFor[Log](),
+		reflect.TypeFor[History](), reflect.TypeFor[Admin](), reflect.TypeFor[Log](),
 	} {
 		for f := range typ.Fields() {
 			key := f.Tag.Get("toml")
@@ -134,6 +134,11 @@ path = ""
 [query_log]
 path = "/var/log/nxdnsd.jsonl"
 attempts = true
+[history]
+enabled = false
+path = "/var/lib/nxdnsd/history.db"
+retention_days = 2
+max_mib = 64
 [admin]
 listen = ""
 recent_queries = 50
@@ -151,6 +156,7 @@ level = "error"
 		LocalRecords: []LocalRecord{{Name: "x.home.arpa.", Type: "TXT", Value: "hello", TTL: 0}},
 		Cache:        Cache{MinTTLS: 7, MaxTTLS: 70, StaleClientTimeoutMS: 1},
 		QueryLog:     QueryLog{Path: "/var/log/nxdnsd.jsonl", Attempts: true},
+		History:      History{Path: "/var/lib/nxdnsd/history.db", RetentionDays: 2, MaxMiB: 64},
 		Admin:        Admin{Listen: "", RecentQueries: 50},
 		Log:          Log{Level: "error"},
 	}
