@@ -39,17 +39,17 @@ func api(t testing.TB, h *history.History) *httptest.Server {
 }
 
 type rowJSON struct {
-	TS         string   `json:"ts"`
-	Client     *string  `json:"client"`
-	ClientName *string  `json:"client_name"`
-	Proto      *string  `json:"proto"`
-	QName      *string  `json:"qname"`
-	QType      *string  `json:"qtype"`
-	Rcode      string   `json:"rcode"`
-	Source     *string  `json:"source"`
-	Upstream   *string  `json:"upstream"`
-	DurationMS float64  `json:"duration_ms"`
-	List       *string  `json:"list"`
+	TS         string  `json:"ts"`
+	Client     *string `json:"client"`
+	ClientName *string `json:"client_name"`
+	Proto      *string `json:"proto"`
+	QName      *string `json:"qname"`
+	QType      *string `json:"qtype"`
+	Rcode      string  `json:"rcode"`
+	Source     *string `json:"source"`
+	Upstream   *string `json:"upstream"`
+	DurationMS float64 `json:"duration_ms"`
+	List       *string `json:"list"`
 }
 
 type pageJSON struct {

@@ -32,6 +32,17 @@ const (
 func (s *sqliteStore) maintain(cutoff time.Time, maxBytes int64) (more bool, err error) {
 	ctx := context.Background()
 	wr := s.wr
+	if wr.sweeping {
+		// Before the next chunk: the dictionaries' share of the size
+		// counts toward max_mib too.
+		done, err := s.sweep(ctx)
+		if err != nil {
+			return false, err
+		}
+		wr.sweeping = !done
+		s.measure()
+		return true, nil
+	}
 	deleted, err := s.trim(ctx, s.key(cutoff), maxBytes)
 	if err != nil {
 		return false, err
@@ -43,14 +54,6 @@ func (s *sqliteStore) maintain(cutoff time.Time, maxBytes int64) (more bool, err
 			return false, err
 		}
 		s.measure()
-		return true, nil
-	}
-	if wr.sweeping {
-		done, err := s.sweep(ctx)
-		if err != nil {
-			return false, err
-		}
-		wr.sweeping = !done
 		return true, nil
 	}
 	vacuumed, err := s.vacuum(ctx, maxBytes)
@@ -84,7 +87,13 @@ func (s *sqliteStore) trim(ctx context.Context, cutoffKey, maxBytes int64) (bool
 		if !s.wr.trimming {
 			return false, nil
 		}
-		bound = 1 << 62
+		// A twentieth of the time the rows span at most, so that a small
+		// table loses a little at a time too.
+		var newest int64
+		if err := s.conn.QueryRowContext(ctx, `SELECT max(id) FROM q`).Scan(&newest); err != nil {
+			return false, err
+		}
+		bound = oldest + max(1, (newest-oldest)/20)
 	}
 	var b int64
 	err = s.conn.QueryRowContext(ctx, `SELECT id FROM q WHERE id < ? ORDER BY id LIMIT 1 OFFSET ?`, bound, deleteChunk).Scan(&b)

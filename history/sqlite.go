@@ -110,7 +110,7 @@ func openSQLite(path string) (*sqliteStore, error) {
 		s.path = path
 		base := "file:" + (&url.URL{Path: path}).EscapedPath()
 		pragmas := "_pragma=busy_timeout(250)&_pragma=synchronous(NORMAL)"
-		dsnW = base + "?" + pragmas + "&_pragma=journal_mode(WAL)&_txlock=immediate"
+		dsnW = base + "?" + pragmas
 		dsnR = base + "?mode=ro&" + pragmas
 	}
 	w, err := sql.Open("sqlite", dsnW)
@@ -180,7 +180,7 @@ func (s *sqliteStore) init() error {
 		return err
 	}
 	if tables == 0 {
-		for _, stmt := range schema {
+		for _, stmt := range append(schema, `PRAGMA journal_mode = WAL`) {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("creating the schema: %w", err)
 			}
@@ -229,6 +229,9 @@ func (s *sqliteStore) init() error {
 		return fmt.Errorf("%w: no epoch: %v", errDamaged, err)
 	}
 	// A write, so that a file another process holds locked is found now.
+	if _, err := db.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
+		return err
+	}
 	if _, err := db.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'epoch'`); err != nil {
 		return err
 	}

@@ -1,0 +1,167 @@
+package history
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/config"
+)
+
+// blockedStore is a store whose writes wait for release: the writer
+// falls behind as far as a test wants.
+type blockedStore struct {
+	store
+	entered chan int      // the size of each batch as its write begins
+	release chan struct{} // closed to let every write finish
+}
+
+func (b *blockedStore) write(rows []Row) error {
+	b.entered <- len(rows)
+	<-b.release
+	return nil
+}
+
+func (b *blockedStore) maintain(time.Time, int64) (bool, error) { return false, nil }
+func (b *blockedStore) used() int64                             { return 0 }
+func (b *blockedStore) size() int64                             { return 0 }
+func (b *blockedStore) close() error                            { return nil }
+
+// While the writer is stuck, the queue takes QueueSize rows and Record
+// drops and counts every row past them, without waiting: the test ends
+// only because no Record blocks. Close then writes what was queued.
+// Mutation check: a blocking send in Record hangs this test.
+func TestFullQueueDropsAndCounts(t *testing.T) {
+	t.Parallel()
+	bs := &blockedStore{entered: make(chan int, 16), release: make(chan struct{})}
+	h := start(bs, config.Default().History, zap.NewNop(), time.Now)
+	h.Record(Row{QName: "first."})
+	if n := <-bs.entered; n != 1 {
+		t.Fatalf("first batch of %d rows, want 1", n)
+	}
+	for range QueueSize + 10 {
+		h.Record(Row{QName: "x."})
+	}
+	if d := h.Dropped(); d != 10 {
+		t.Errorf("dropped %d, want 10", d)
+	}
+	close(bs.release)
+	h.Sync()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.Rows(); r != 1+QueueSize {
+		t.Errorf("rows written %d, want %d", r, 1+QueueSize)
+	}
+	h.Record(Row{})
+	if d := h.Dropped(); d != 11 {
+		t.Errorf("after Close: dropped %d, want 11", d)
+	}
+}
+
+// Retention deletes exactly the rows before the cutoff, in chunks, and
+// their counters; the dictionaries lose the names no row refers to.
+// Mutation check: "id <= ?" in trim deletes the row at the cutoff.
+func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
+	t.Parallel()
+	s, err := openSQLite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	base := time.Now().Add(-10 * 24 * time.Hour).Truncate(time.Hour)
+	var rows []Row
+	const n = 3*deleteChunk + 7
+	for i := range n {
+		name := "keep.example."
+		if i < n/2 {
+			name = "old" + itoa(i%50) + ".example."
+		}
+		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Second), QName: name, QType: 1, Source: "cache", Proto: "udp"})
+	}
+	for i := 0; i < len(rows); i += maxBatch {
+		if err := s.write(rows[i:min(i+maxBatch, len(rows))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutoff := rows[n/2].Time
+	calls := 0
+	for more := true; more; calls++ {
+		if more, err = s.maintain(cutoff, 1<<40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls < 3 {
+		t.Errorf("maintain finished in %d calls; want chunks of %d", calls, deleteChunk)
+	}
+	ctx := context.Background()
+	var count, oldest int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*), min(id) FROM q`).Scan(&count, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if count != n-n/2 || oldest != s.key(cutoff) {
+		t.Errorf("%d rows left, oldest %v; want %d, %v", count, s.time(oldest), n-n/2, cutoff)
+	}
+	var names int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	if names != 1 {
+		t.Errorf("%d names left, want 1 (keep.example.)", names)
+	}
+	tl, err := s.timeline(ctx, base, base.Add(time.Duration(n)*time.Second), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, b := range tl {
+		total += b.N[outCached]
+	}
+	if total != count {
+		t.Errorf("timeline counts %d rows, want %d", total, count)
+	}
+}
+
+// Past max_mib the oldest rows go, until the pages in use are under the
+// low water mark.
+func TestRetentionKeepsUnderMaxBytes(t *testing.T) {
+	t.Parallel()
+	s, err := openSQLite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	base := time.Now().Add(-time.Hour)
+	var rows []Row
+	for i := range 40000 {
+		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Millisecond), QName: "n" + itoa(i) + ".example.", QType: 1})
+	}
+	for i := 0; i < len(rows); i += maxBatch {
+		if err := s.write(rows[i:min(i+maxBatch, len(rows))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := s.used()
+	limit := full / 2
+	for more := true; more; {
+		if more, err = s.maintain(base.Add(-time.Hour), limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := s.used(); float64(u) > float64(limit)*highWater {
+		t.Errorf("%d bytes in use after trimming to %d (from %d)", u, limit, full)
+	}
+	var count int64
+	if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count == 0 || count >= 40000 {
+		t.Errorf("%d rows left", count)
+	}
+	var newest int64
+	if err := s.r.QueryRow(`SELECT max(id) FROM q`).Scan(&newest); err != nil || newest != s.key(rows[len(rows)-1].Time) {
+		t.Errorf("newest row %v, %v: want the newest kept", s.time(newest), err)
+	}
+}
