@@ -22,8 +22,11 @@ import (
 // A file that is not a database (garbage), or a database cut short
 // (truncated), is renamed aside with its contents kept, logged at error
 // level, and a new history is created in its place that takes rows.
-// Mutation check: dropping the quick_check lets the truncated file open
-// and the test fails (no rename).
+// A file that was not closed cleanly (a crash, a power cut) gets SQLite's
+// quick_check, which finds a page overwritten in the middle; SQLite finds
+// a file cut short by itself.
+// Mutation check: dropping quickCheck lets the overwritten file open, and
+// the test fails (no rename).
 func TestDamagedFileRenamedAside(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -53,6 +56,38 @@ func TestDamagedFileRenamedAside(t *testing.T) {
 				t.Fatal(err)
 			}
 			b = b[:len(b)*2/3]
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+		{"page overwritten, not closed cleanly", func(t *testing.T, path string) []byte {
+			h := open(t, path)
+			for i := range 20000 {
+				h.Record(history.Row{Time: time.Now(), QName: "n" + strings.Repeat("y", i%40) + ".example.", QType: 1, Source: "cache"})
+				if i%5000 == 0 {
+					h.Sync()
+				}
+			}
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`UPDATE meta SET value = 0 WHERE key = 'clean'`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(b[len(b)/2:], bytes.Repeat([]byte{0xa5}, 3*4096))
 			if err := os.WriteFile(path, b, 0o600); err != nil {
 				t.Fatal(err)
 			}

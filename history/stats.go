@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -105,6 +106,9 @@ func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, 
 	if err != nil {
 		return nil, err
 	}
+	if what != TopClients {
+		shortlist(t, limit)
+	}
 	labels, err := s.labelsOf(ctx, what, t)
 	if err != nil {
 		return nil, err
@@ -136,9 +140,29 @@ func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, 
 	return out, nil
 }
 
-// labelsOf looks up the text of every id of t in the dictionary of what.
-// For the names, only the candidates for the top are looked up... but
-// every id may be: the dictionary rows are read in one query per chunk.
+// shortlist keeps in t the ids that can be among the first limit: those
+// counted at least as often as the limit-th (ties are ordered by their
+// text, which is not known yet). A day's one-off names are not looked
+// up.
+func shortlist(t tally, limit int) {
+	if len(t) <= limit {
+		return
+	}
+	ns := make([]int64, 0, len(t))
+	for _, n := range t {
+		ns = append(ns, n)
+	}
+	slices.SortFunc(ns, func(a, b int64) int { return cmp.Compare(b, a) })
+	least := ns[limit-1]
+	for id, n := range t {
+		if n < least {
+			delete(t, id)
+		}
+	}
+}
+
+// labelsOf looks up the text of every id of t in the dictionary of what,
+// a chunk of ids per query.
 func (s *sqliteStore) labelsOf(ctx context.Context, what string, t tally) (map[int64]string, error) {
 	var q string
 	switch what {
