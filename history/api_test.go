@@ -165,7 +165,7 @@ func TestCursorPagesWhileRowsArrive(t *testing.T) {
 	q := url.Values{"limit": {"150"}, "client": {"192.168.1.10"}}
 	for i := 0; ; i++ {
 		var page pageJSON
-		if code := get(t, srv, "/api/history", q, &page); code != 200 {
+		if code := checked(t, srv, "/api/history", q, &page); code != 200 {
 			t.Fatalf("status %d", code)
 		}
 		for _, r := range page.Rows {
@@ -240,7 +240,7 @@ func TestStatsCountTheRows(t *testing.T) {
 			})
 			want = want[:min(5, len(want))]
 			var got []countJSON
-			if code := get(t, srv, "/api/stats/top", with(q, "what", what), &got); code != 200 {
+			if code := checked(t, srv, "/api/stats/top", with(q, "what", what), &got); code != 200 {
 				t.Fatalf("top %s: %d", what, code)
 			}
 			if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
@@ -249,7 +249,7 @@ func TestStatsCountTheRows(t *testing.T) {
 		}
 		for _, step := range []int{600, 60, 7} {
 			var got []bucketJSON
-			if code := get(t, srv, "/api/stats/timeline", with(q, "step", strconv.Itoa(step)), &got); code != 200 {
+			if code := checked(t, srv, "/api/stats/timeline", with(q, "step", strconv.Itoa(step)), &got); code != 200 {
 				t.Fatalf("timeline: %d", code)
 			}
 			want := map[int64]*bucketJSON{}

@@ -3,6 +3,7 @@ package history_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdnsd/nxdnsd/admin/admintest"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/history"
 )
@@ -59,14 +61,34 @@ type pageJSON struct {
 
 func get(t testing.TB, srv *httptest.Server, path string, q url.Values, out any) int {
 	t.Helper()
+	return fetch(t, srv, path, q, out, false)
+}
+
+// checked is get with the body validated against openapi.yaml.
+func checked(t testing.TB, srv *httptest.Server, path string, q url.Values, out any) int {
+	t.Helper()
+	return fetch(t, srv, path, q, out, true)
+}
+
+func fetch(t testing.TB, srv *httptest.Server, path string, q url.Values, out any, validate bool) int {
+	t.Helper()
 	resp, err := srv.Client().Get(srv.URL + path + "?" + q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK && out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatalf("%s: %v", path, err)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if validate {
+			admintest.Require(t, path, resp.StatusCode, body)
+		}
+		if out != nil {
+			if err := json.Unmarshal(body, out); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
 		}
 	}
 	return resp.StatusCode
@@ -116,7 +138,7 @@ func TestRowsRoundTrip(t *testing.T) {
 	}
 	check := func(h *history.History) {
 		var page pageJSON
-		if code := get(t, api(t, h), "/api/history", url.Values{}, &page); code != 200 {
+		if code := checked(t, api(t, h), "/api/history", url.Values{}, &page); code != 200 {
 			t.Fatalf("status %d", code)
 		}
 		if len(page.Rows) != len(want) || page.Next != nil {

@@ -1,12 +1,9 @@
 package history
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -45,24 +42,6 @@ func split(lo, hi, g int64) (b0, b1 int64) {
 	return b0, b1
 }
 
-type tally map[int64]int64
-
-func (s *sqliteStore) addCounts(ctx context.Context, t tally, q string, args ...any) error {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k, n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return err
-		}
-		t[k] += n
-	}
-	return rows.Err()
-}
-
 func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, limit int) ([]Count, error) {
 	oldest, err := s.oldest(ctx)
 	if err != nil {
@@ -73,135 +52,63 @@ func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, 
 		return []Count{}, nil
 	}
 	var (
-		g             int64
-		raw, counters string
-		cargs         []any
+		g                    int64
+		raw, counters, label string
+		what0                int
 	)
 	switch what {
 	case TopDomains:
-		g, raw = usPerHour, `SELECT name, count(*) FROM q WHERE id >= ? AND id < ? AND name IS NOT NULL GROUP BY name`
-		counters, cargs = `SELECT key, sum(n) FROM tops WHERE what = ? AND hour >= ? AND hour < ? GROUP BY key`, []any{topDomains}
+		g, what0 = usPerHour, topDomains
+		raw = `SELECT name AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? AND name IS NOT NULL GROUP BY name`
+		counters = `SELECT key, sum(n) AS n FROM tops WHERE what = ? AND hour >= ? AND hour < ? GROUP BY key`
+		label = `SELECT d.name, t.n FROM t JOIN names d ON d.id = t.key ORDER BY t.n DESC, d.name LIMIT ?`
 	case TopBlocked:
-		g, raw = usPerHour, `SELECT name, count(*) FROM q WHERE id >= ? AND id < ? AND name IS NOT NULL AND (flags >> 3) & 15 = 3 GROUP BY name`
-		counters, cargs = `SELECT key, sum(n) FROM tops WHERE what = ? AND hour >= ? AND hour < ? GROUP BY key`, []any{topBlocked}
+		g, what0 = usPerHour, topBlocked
+		raw = `SELECT name AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? AND name IS NOT NULL AND (flags >> 3) & 15 = 3 GROUP BY name`
+		counters = `SELECT key, sum(n) AS n FROM tops WHERE what = ? AND hour >= ? AND hour < ? GROUP BY key`
+		label = `SELECT d.name, t.n FROM t JOIN names d ON d.id = t.key ORDER BY t.n DESC, d.name LIMIT ?`
 	case TopClients:
-		g, raw = usPerMinute, `SELECT client, count(*) FROM q WHERE id >= ? AND id < ? GROUP BY client`
-		counters, cargs = `SELECT key, sum(n) FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`, []any{seenClient}
+		// Ranked by address: one address with several names (a DoH path
+		// name, a lease that changed) counts once.
+		g, what0 = usPerMinute, seenClient
+		raw = `SELECT client AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? GROUP BY client`
+		counters = `SELECT key, sum(n) AS n FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`
+		label = `SELECT k, sum(t.n) AS c FROM t JOIN (SELECT id, CASE addr WHEN '' THEN name ELSE addr END AS k FROM clients) d ON d.id = t.key GROUP BY k ORDER BY c DESC, k LIMIT ?`
 	case TopUpstreams:
-		g, raw = usPerMinute, `SELECT upstream, count(*) FROM q WHERE id >= ? AND id < ? AND upstream IS NOT NULL GROUP BY upstream`
-		counters, cargs = `SELECT key, sum(n) FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`, []any{seenUpstream}
+		g, what0 = usPerMinute, seenUpstream
+		raw = `SELECT upstream AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? AND upstream IS NOT NULL GROUP BY upstream`
+		counters = `SELECT key, sum(n) AS n FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`
+		label = `SELECT d.text, t.n FROM t JOIN labels d ON d.id = t.key ORDER BY t.n DESC, d.text LIMIT ?`
 	default:
 		return nil, errors.New("history: unknown top list")
 	}
-	t := tally{}
+	// The counts are summed, ranked and named in SQLite: its sorter keeps
+	// the first limit in bounded memory, where a Go map would hold a
+	// day's every name.
+	var parts string
+	var args []any
 	b0, b1 := split(lo, hi, g)
 	if b0 == b1 {
-		err = s.addCounts(ctx, t, raw, lo, hi)
+		parts, args = raw, []any{lo, hi}
 	} else {
-		err = errors.Join(
-			s.addCounts(ctx, t, raw, lo, b0*g),
-			s.addCounts(ctx, t, counters, append(cargs, b0, b1)...),
-			s.addCounts(ctx, t, raw, b1*g, hi))
+		parts = raw + ` UNION ALL ` + counters + ` UNION ALL ` + raw
+		args = []any{lo, b0 * g, what0, b0, b1, b1 * g, hi}
 	}
+	q := `WITH t AS (SELECT key, sum(n) AS n FROM (` + parts + `) GROUP BY key) ` + label
+	rows, err := s.r.QueryContext(ctx, q, append(args, limit)...)
 	if err != nil {
 		return nil, err
 	}
-	if what != TopClients {
-		shortlist(t, limit)
-	}
-	labels, err := s.labelsOf(ctx, what, t)
-	if err != nil {
-		return nil, err
-	}
-	// Clients are ranked by address: one address with several names
-	// (a DoH path name, a lease that changed) counts once.
-	byKey := map[string]int64{}
-	for id, n := range t {
-		if l, ok := labels[id]; ok {
-			byKey[l] += n
-		}
-	}
-	out := make([]Count, 0, len(byKey))
-	for k, n := range byKey {
-		out = append(out, Count{Key: k, Count: n})
-	}
-	slices.SortFunc(out, func(a, b Count) int {
-		if a.Count != b.Count {
-			if a.Count > b.Count {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
-}
-
-// shortlist keeps in t the ids that can be among the first limit: those
-// counted at least as often as the limit-th (ties are ordered by their
-// text, which is not known yet). A day's one-off names are not looked
-// up.
-func shortlist(t tally, limit int) {
-	if len(t) <= limit {
-		return
-	}
-	ns := make([]int64, 0, len(t))
-	for _, n := range t {
-		ns = append(ns, n)
-	}
-	slices.SortFunc(ns, func(a, b int64) int { return cmp.Compare(b, a) })
-	least := ns[limit-1]
-	for id, n := range t {
-		if n < least {
-			delete(t, id)
-		}
-	}
-}
-
-// labelsOf looks up the text of every id of t in the dictionary of what,
-// a chunk of ids per query.
-func (s *sqliteStore) labelsOf(ctx context.Context, what string, t tally) (map[int64]string, error) {
-	var q string
-	switch what {
-	case TopDomains, TopBlocked:
-		q = `SELECT id, name FROM names WHERE `
-	case TopClients:
-		q = `SELECT id, CASE addr WHEN '' THEN name ELSE addr END FROM clients WHERE `
-	default:
-		q = `SELECT id, text FROM labels WHERE `
-	}
-	ids := make([]int64, 0, len(t))
-	for id := range t {
-		ids = append(ids, id)
-	}
-	out := make(map[int64]string, len(ids))
-	const chunk = 500
-	for len(ids) > 0 {
-		n := min(chunk, len(ids))
-		cond, args := inList("id", ids[:n])
-		ids = ids[n:]
-		rows, err := s.r.QueryContext(ctx, q+cond, args...)
-		if err != nil {
+	defer rows.Close()
+	out := []Count{}
+	for rows.Next() {
+		var c Count
+		if err := rows.Scan(&c.Key, &c.Count); err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var id int64
-			var text string
-			if err := rows.Scan(&id, &text); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[id] = text
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		out = append(out, c)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // MaxBuckets bounds one timeline: a week in minutes.
