@@ -42,9 +42,9 @@ func TestDamagedFileRenamedAside(t *testing.T) {
 		}},
 		{"truncated", func(t *testing.T, path string) []byte {
 			h := open(t, path)
-			for i := range 20000 {
+			for i := range 3000 {
 				h.Record(history.Row{Time: time.Now(), QName: "n" + strings.Repeat("x", i%40) + ".example.", QType: 1, Source: "pool", Upstream: "quad9"})
-				if i%5000 == 0 {
+				if i%1000 == 0 {
 					h.Sync()
 				}
 			}
@@ -63,9 +63,9 @@ func TestDamagedFileRenamedAside(t *testing.T) {
 		}},
 		{"page overwritten, not closed cleanly", func(t *testing.T, path string) []byte {
 			h := open(t, path)
-			for i := range 20000 {
+			for i := range 3000 {
 				h.Record(history.Row{Time: time.Now(), QName: "n" + strings.Repeat("y", i%40) + ".example.", QType: 1, Source: "cache"})
-				if i%5000 == 0 {
+				if i%1000 == 0 {
 					h.Sync()
 				}
 			}

@@ -96,7 +96,7 @@ func (s *sqliteStore) trim(ctx context.Context, cutoffKey, maxBytes int64) (bool
 		bound = oldest + max(1, (newest-oldest)/20)
 	}
 	var b int64
-	err = s.conn.QueryRowContext(ctx, `SELECT id FROM q WHERE id < ? ORDER BY id LIMIT 1 OFFSET ?`, bound, deleteChunk).Scan(&b)
+	err = s.conn.QueryRowContext(ctx, `SELECT id FROM q WHERE id < ? ORDER BY id LIMIT 1 OFFSET ?`, bound, s.chunk).Scan(&b)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:

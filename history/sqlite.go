@@ -87,6 +87,7 @@ type sqliteStore struct {
 	wr *writer
 
 	path  string
+	chunk int // rows deleted per maintain call: deleteChunk (tests make it small)
 	bytes atomic.Int64 // the size at the last write or maintain
 	inUse atomic.Int64 // the bytes of pages in use then
 }
@@ -99,7 +100,7 @@ var memSeq atomic.Int64
 // for one that cannot be opened.
 func openSQLite(path string) (*sqliteStore, error) {
 	var dsnW, dsnR string
-	s := &sqliteStore{}
+	s := &sqliteStore{chunk: deleteChunk}
 	if path == "" {
 		// memdb: one database shared by every connection naming it, gone
 		// when the last closes.
