@@ -87,7 +87,7 @@ type sqliteStore struct {
 	wr *writer
 
 	path  string
-	chunk int // rows deleted per maintain call: deleteChunk (tests make it small)
+	chunk int          // rows deleted per maintain call: deleteChunk (tests make it small)
 	bytes atomic.Int64 // the size at the last write or maintain
 	inUse atomic.Int64 // the bytes of pages in use then
 }
