@@ -74,10 +74,12 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 	s.chunk = 500
 	base := time.Now().Add(-10 * 24 * time.Hour).Truncate(time.Hour)
 	var rows []Row
-	const n = 3*500*2 + 7
+	// Three whole chunks of old rows and a part of one; as many new.
+	const old = 3*500 + 7
+	const n = 2 * old
 	for i := range n {
 		name := "keep.example."
-		if i < n/2 {
+		if i < old {
 			name = "old" + itoa(i%50) + ".example."
 		}
 		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Second), QName: name, QType: 1, Source: "cache", Proto: "udp"})
@@ -87,7 +89,7 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cutoff := rows[n/2].Time
+	cutoff := rows[old].Time
 	calls := 0
 	for more := true; more; calls++ {
 		if more, err = s.maintain(cutoff, 1<<40); err != nil {
@@ -102,8 +104,8 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*), min(id) FROM q`).Scan(&count, &oldest); err != nil {
 		t.Fatal(err)
 	}
-	if count != n-n/2 || oldest != s.key(cutoff) {
-		t.Errorf("%d rows left, oldest %v; want %d, %v", count, s.time(oldest), n-n/2, cutoff)
+	if count != n-old || oldest != s.key(cutoff) {
+		t.Errorf("%d rows left, oldest %v; want %d, %v", count, s.time(oldest), n-old, cutoff)
 	}
 	var names int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&names); err != nil {
