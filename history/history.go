@@ -49,6 +49,10 @@ type History struct {
 	dropped atomic.Uint64 // dropped: the queue was full, or a batch failed
 	flushed atomic.Uint64 // batches written, for tests' Sync
 	syncReq chan chan struct{}
+
+	// Owned by the writer goroutine.
+	failed     int       // rows whose write failed since the last log line
+	failLogged time.Time // when a failure was last logged
 }
 
 // Open opens the history cfg describes and starts its writer. A database
@@ -129,6 +133,16 @@ func (h *History) Close() error {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
+		// A row sent while the writer ended is not lost uncounted.
+		for {
+			select {
+			case <-h.queue:
+				h.dropped.Add(1)
+				continue
+			default:
+			}
+			break
+		}
 		err = h.st.close()
 	})
 	return err
@@ -207,7 +221,13 @@ func (h *History) drain(batch []Row) []Row {
 func (h *History) write(batch []Row) bool {
 	if err := h.st.write(batch); err != nil {
 		h.dropped.Add(uint64(len(batch)))
-		h.log.Error("history: writing rows failed; they are dropped", zap.Int("rows", len(batch)), zap.Error(err))
+		// A full disk fails every batch: said once a minute, with the
+		// count since.
+		h.failed += len(batch)
+		if now := h.now(); now.Sub(h.failLogged) >= time.Minute {
+			h.log.Error("history: writing rows failed; they are dropped", zap.Int("rows", h.failed), zap.Error(err))
+			h.failed, h.failLogged = 0, now
+		}
 	} else {
 		h.rows.Add(uint64(len(batch)))
 	}

@@ -2,10 +2,13 @@ package history
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdnsd/nxdnsd/config"
 )
@@ -166,5 +169,32 @@ func TestRetentionKeepsUnderMaxBytes(t *testing.T) {
 	var newest int64
 	if err := s.r.QueryRow(`SELECT max(id) FROM q`).Scan(&newest); err != nil || newest != s.key(rows[len(rows)-1].Time) {
 		t.Errorf("newest row %v, %v: want the newest kept", s.time(newest), err)
+	}
+}
+
+// failingStore fails every write, as a full disk does.
+type failingStore struct{ blockedStore }
+
+func (*failingStore) write([]Row) error { return errors.New("disk full") }
+
+// Rows whose batch fails to be written are dropped and counted, and the
+// failure is logged at error level, once a minute however many batches
+// fail.
+func TestFailedWritesDropAndCount(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.ErrorLevel)
+	h := start(&failingStore{}, config.Default().History, zap.New(core), time.Now)
+	for range 3 {
+		h.Record(Row{QName: "a."})
+		h.Sync()
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h.Dropped() != 3 || h.Rows() != 0 {
+		t.Errorf("dropped %d, written %d; want 3, 0", h.Dropped(), h.Rows())
+	}
+	if logs.Len() != 1 {
+		t.Errorf("%d error lines, want 1: %v", logs.Len(), logs.All())
 	}
 }

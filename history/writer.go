@@ -100,8 +100,21 @@ const (
 	durUnit     = 10_000 // ns: durations are stored in 10 µs units (duration_ms to two decimals)
 )
 
-func (s *sqliteStore) write(rows []Row) error {
+// maxKeyTries bounds the search for a free microsecond for one row.
+const maxKeyTries = 1000
+
+func (s *sqliteStore) write(rows []Row) (err error) {
 	wr := s.wr
+	defer func() {
+		if err != nil {
+			// Ids added by the transaction rolled back name nothing, and
+			// its counters were not stored.
+			wr.forget()
+			clear(wr.minutes)
+			clear(wr.tops)
+			clear(wr.seen)
+		}
+	}()
 	// Keys in arrival order, so that the rows go into the table's last
 	// pages in order.
 	slices.SortFunc(rows, func(a, b Row) int { return a.Time.Compare(b.Time) })
@@ -144,12 +157,14 @@ func (s *sqliteStore) write(rows []Row) error {
 		f := flags(proto, src, r.Rcode)
 		dur := int64(r.Duration / durUnit)
 		key := max(s.key(r.Time), last+1) // sorted: a tie within the batch moves by 1 µs
-		for {
+		// A row of an earlier batch may hold this microsecond: the next
+		// free one is near (rows are microseconds apart at most rates).
+		for try := 0; ; try++ {
 			_, err = ins.Exec(key, name, client, int64(r.QType), f, upstream, list, dur)
-			if !isConstraint(err) {
+			if !isConstraint(err) || try == maxKeyTries {
 				break
 			}
-			key++ // a row of an earlier batch holds this microsecond
+			key++
 		}
 		if err != nil {
 			return err
