@@ -23,31 +23,6 @@ import (
 	"github.com/nxdnsd/nxdnsd/history/historytest"
 )
 
-// Record costs a channel send of the row's value: no allocation.
-func BenchmarkRecord(b *testing.B) {
-	h := open(b, "")
-	defer h.Close()
-	row := history.Row{Time: t0, Proto: "udp", QName: "example.com.", QType: 1, Source: "cache"}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if i%(history.QueueSize/2) == 0 {
-			b.StopTimer()
-			h.Sync()
-			b.StartTimer()
-		}
-		h.Record(row)
-	}
-}
-
-func TestRecordAllocatesNothing(t *testing.T) {
-	h := open(t, "")
-	defer h.Close()
-	row := history.Row{Time: t0, Proto: "udp", QName: "example.com.", QType: 1, Source: "cache"}
-	if n := testing.AllocsPerRun(1000, func() { h.Record(row) }); n != 0 {
-		t.Errorf("Record allocates %v times per row, want 0", n)
-	}
-}
-
 // The writer alone: rows/s from a full queue into a database file,
 // batches as the writer makes them. The rows are made beforehand.
 func BenchmarkWriter(b *testing.B) {
