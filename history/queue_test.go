@@ -283,3 +283,41 @@ func BenchmarkRecordParallel(b *testing.B) {
 	})
 	b.ReportMetric(float64(h.Dropped())/float64(b.N), "dropped/op")
 }
+
+// The writer enforces retention itself: a history opened on rows older
+// than retention_days deletes them at start, between the rows it writes.
+// Mutation check: starting run with maintain false keeps the old rows.
+func TestWriterEnforcesRetentionAtStart(t *testing.T) {
+	t.Parallel()
+	s, err := openSQLite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.chunk = 100
+	old := time.Now().Add(-10 * 24 * time.Hour)
+	var rows []Row
+	for i := range 1000 {
+		rows = append(rows, Row{Time: old.Add(time.Duration(i) * time.Second), QName: "old.example.", QType: 1})
+	}
+	if err := s.write(rows); err != nil {
+		t.Fatal(err)
+	}
+	h := start(s, config.Default().History, zap.NewNop(), time.Now)
+	defer h.Close()
+	h.Record(Row{Time: time.Now(), QName: "new.example.", QType: 1})
+	// Each Sync is served between chunks of maintenance: the old rows
+	// go in ten chunks, so a bounded number of rounds sees them gone.
+	var count int
+	for range 100 {
+		h.Sync()
+		if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		if count == 1 {
+			break
+		}
+	}
+	if count != 1 {
+		t.Errorf("%d rows left, want the new one", count)
+	}
+}

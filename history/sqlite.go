@@ -105,7 +105,10 @@ func openSQLite(path string) (*sqliteStore, error) {
 		// memdb: one database shared by every connection naming it, gone
 		// when the last closes.
 		name := fmt.Sprintf("file:/nxdnsd-history-%d-%d?vfs=memdb", os.Getpid(), memSeq.Add(1))
-		dsnW, dsnR = name, name
+		// memdb has no write-ahead log: a read waits for the batch being
+		// written, and a commit for the reads in progress (an in-memory
+		// history is at most 32 MiB, so both are short).
+		dsnW, dsnR = name+"&_pragma=busy_timeout(5000)", name+"&_pragma=busy_timeout(2000)"
 		s.mem = true
 	} else {
 		s.path = path
