@@ -81,6 +81,9 @@ func fetch(t testing.TB, srv *httptest.Server, path string, q url.Values, out an
 	if err != nil {
 		t.Fatal(err)
 	}
+	if resp.StatusCode == http.StatusInternalServerError {
+		t.Logf("%s: %s", path, body)
+	}
 	if resp.StatusCode == http.StatusOK {
 		if validate {
 			admintest.Require(t, path, resp.StatusCode, body)
@@ -186,8 +189,8 @@ func TestMemoryReadsWhileWriting(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := range 20 {
-			for j := range 500 {
+		for i := range 10 {
+			for j := range 300 {
 				h.Record(history.Row{Time: time.Now(), QName: fmt.Sprintf("n%d-%d.example.", i, j), QType: 1, Source: "pool", Upstream: "quad9"})
 			}
 			h.Sync()
@@ -201,8 +204,8 @@ func TestMemoryReadsWhileWriting(t *testing.T) {
 		}
 		select {
 		case <-done:
-			if h.Rows() != 10000 || h.Dropped() != 0 {
-				t.Errorf("rows %d, dropped %d; want 10000, 0", h.Rows(), h.Dropped())
+			if h.Rows() != 3000 || h.Dropped() != 0 {
+				t.Errorf("rows %d, dropped %d; want 3000, 0", h.Rows(), h.Dropped())
 			}
 			return
 		default:

@@ -220,7 +220,7 @@ func (h *History) internal(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client went away
 	}
 	h.log.Error("history: reading failed: " + err.Error())
-	http.Error(w, "reading the history failed", http.StatusInternalServerError)
+	http.Error(w, "reading the history failed: "+err.Error(), http.StatusInternalServerError)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -107,8 +107,9 @@ func openSQLite(path string) (*sqliteStore, error) {
 		name := fmt.Sprintf("file:/nxdnsd-history-%d-%d?vfs=memdb", os.Getpid(), memSeq.Add(1))
 		// memdb has no write-ahead log: a read waits for the batch being
 		// written, and a commit for the reads in progress (an in-memory
-		// history is at most 32 MiB, so both are short).
-		dsnW, dsnR = name+"&_pragma=busy_timeout(5000)", name+"&_pragma=busy_timeout(2000)"
+		// history is at most 32 MiB, so both are short: milliseconds; the
+		// bound is for a machine as slow as the race detector makes it).
+		dsnW, dsnR = name+"&_pragma=busy_timeout(10000)", name+"&_pragma=busy_timeout(10000)"
 		s.mem = true
 	} else {
 		s.path = path
