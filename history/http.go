@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -73,7 +74,7 @@ func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	var p params
-	f := Filter{
+	f := filter{
 		Client: q.Get("client"), Name: q.Get("name"), Source: q.Get("source"), Upstream: q.Get("upstream"),
 		Rcode: -1, Limit: DefaultLimit,
 	}
@@ -239,7 +240,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 type params struct{ problems []string }
 
 func (p *params) bad(name, format string, args ...any) {
-	p.problems = append(p.problems, name+": "+sprintf(format, args...))
+	p.problems = append(p.problems, name+": "+fmt.Sprintf(format, args...))
 }
 
 func (p *params) ok() bool { return len(p.problems) == 0 }

@@ -24,7 +24,7 @@ const rowColumns = `SELECT q.id, n.name, c.addr, c.name, q.qtype, q.flags, u.tex
 	LEFT JOIN labels u ON u.id = q.upstream LEFT JOIN labels l ON l.id = q.list `
 
 // bounds are a filter's key range [lo, hi).
-func (s *sqliteStore) bounds(f Filter) (lo, hi int64) {
+func (s *sqliteStore) bounds(f filter) (lo, hi int64) {
 	lo, hi = -1<<62, 1<<62
 	if !f.From.IsZero() {
 		lo = s.key(f.From)
@@ -66,7 +66,7 @@ func inList(col string, ids []int64) (string, []any) {
 	return b.String(), args
 }
 
-func (s *sqliteStore) rows(ctx context.Context, f Filter) (Page, error) {
+func (s *sqliteStore) rows(ctx context.Context, f filter) (page, error) {
 	lo, hi := s.bounds(f)
 	var res residual
 	if f.Type != 0 {
@@ -75,7 +75,7 @@ func (s *sqliteStore) rows(ctx context.Context, f Filter) (Page, error) {
 	if f.Source != "" {
 		code := sourceCode(f.Source)
 		if sources[code] != f.Source {
-			return Page{}, nil // no row has a source this version does not know
+			return page{}, nil // no row has a source this version does not know
 		}
 		res.add("(q.flags >> 3) & 15 = ?", code)
 	}
@@ -86,9 +86,9 @@ func (s *sqliteStore) rows(ctx context.Context, f Filter) (Page, error) {
 		var id int64
 		err := s.r.QueryRowContext(ctx, `SELECT id FROM labels WHERE text = ?`, f.Upstream).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
-			return Page{}, nil
+			return page{}, nil
 		} else if err != nil {
-			return Page{}, err
+			return page{}, err
 		}
 		res.add("q.upstream = ?", id)
 	}
@@ -96,16 +96,16 @@ func (s *sqliteStore) rows(ctx context.Context, f Filter) (Page, error) {
 	if f.Client != "" {
 		var err error
 		if clients, err = s.clientIDs(ctx, f.Client); err != nil {
-			return Page{}, err
+			return page{}, err
 		}
 		if len(clients) == 0 {
-			return Page{}, nil
+			return page{}, nil
 		}
 		cond, args := inList("q.client", clients)
 		res.add(cond, args...)
 	}
 	want := f.Limit + 1 // one more says whether there is a page after
-	var out []Entry
+	var out []entry
 	var err error
 	switch {
 	case f.Name != "":
@@ -116,9 +116,9 @@ func (s *sqliteStore) rows(ctx context.Context, f Filter) (Page, error) {
 		out, err = s.scan(ctx, lo, hi, &res, "", nil, want)
 	}
 	if err != nil {
-		return Page{}, err
+		return page{}, err
 	}
-	var p Page
+	var p page
 	if len(out) > f.Limit {
 		out = out[:f.Limit]
 		p.Next = out[len(out)-1].key
@@ -128,7 +128,7 @@ func (s *sqliteStore) rows(ctx context.Context, f Filter) (Page, error) {
 }
 
 // scan reads the newest rows in [lo, hi) that match res and extra.
-func (s *sqliteStore) scan(ctx context.Context, lo, hi int64, res *residual, extra string, extraArgs []any, want int) ([]Entry, error) {
+func (s *sqliteStore) scan(ctx context.Context, lo, hi int64, res *residual, extra string, extraArgs []any, want int) ([]entry, error) {
 	q := rowColumns + `WHERE q.id >= ? AND q.id < ?` + extra + res.where.String() + ` ORDER BY q.id DESC LIMIT ?`
 	args := append([]any{lo, hi}, extraArgs...)
 	args = append(args, res.args...)
@@ -136,13 +136,13 @@ func (s *sqliteStore) scan(ctx context.Context, lo, hi int64, res *residual, ext
 	return s.query(ctx, q, args...)
 }
 
-func (s *sqliteStore) query(ctx context.Context, q string, args ...any) ([]Entry, error) {
+func (s *sqliteStore) query(ctx context.Context, q string, args ...any) ([]entry, error) {
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Entry
+	var out []entry
 	for rows.Next() {
 		var (
 			key, qtype, fl, dur         int64
@@ -152,7 +152,7 @@ func (s *sqliteStore) query(ctx context.Context, q string, args ...any) ([]Entry
 			return nil, err
 		}
 		proto, src, rcode := unflags(fl)
-		out = append(out, Entry{
+		out = append(out, entry{
 			key: key, Time: s.time(key), Client: addr.String, ClientName: cname.String,
 			Proto: protos[proto], QName: name.String, QType: uint16(qtype), Rcode: rcode,
 			Source: sources[src], Upstream: up.String, List: list.String,
@@ -191,7 +191,7 @@ func (s *sqliteStore) ids(ctx context.Context, q string, args ...any) ([]int64, 
 // then their newest rows through the name index, each name's on its own,
 // merged; a substring matching very many names scans the newest rows
 // instead.
-func (s *sqliteStore) byName(ctx context.Context, sub string, lo, hi int64, res *residual, want int) ([]Entry, error) {
+func (s *sqliteStore) byName(ctx context.Context, sub string, lo, hi int64, res *residual, want int) ([]entry, error) {
 	pattern := "%" + likeEscaper.Replace(strings.ToLower(sub)) + "%"
 	ids, err := s.ids(ctx, `SELECT id FROM names WHERE name LIKE ? ESCAPE '\' LIMIT ?`, pattern, maxNameIDs+1)
 	if err != nil || len(ids) == 0 {
@@ -231,9 +231,9 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // byClient reads the client's rows minute by minute, newest first, only
 // in the minutes seen says it asked in: a quiet client's page costs the
 // rows of a few minutes, not a scan of the week.
-func (s *sqliteStore) byClient(ctx context.Context, clients []int64, lo, hi int64, res *residual, want int) ([]Entry, error) {
+func (s *sqliteStore) byClient(ctx context.Context, clients []int64, lo, hi int64, res *residual, want int) ([]entry, error) {
 	cond, cargs := inList("key", clients)
-	var out []Entry
+	var out []entry
 	top := floorDiv(hi-1, usPerMinute)
 	bottom := floorDiv(lo, usPerMinute)
 	for len(out) < want && top >= bottom {

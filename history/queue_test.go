@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 	for i := range n {
 		name := "keep.example."
 		if i < old {
-			name = "old" + itoa(i%50) + ".example."
+			name = "old" + strconv.Itoa(i%50) + ".example."
 		}
 		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Second), QName: name, QType: 1, Source: "cache", Proto: "udp"})
 	}
@@ -145,7 +146,7 @@ func TestRetentionKeepsUnderMaxBytes(t *testing.T) {
 	base := time.Now().Add(-time.Hour)
 	var rows []Row
 	for i := range 4000 {
-		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Millisecond), QName: "n" + itoa(i) + ".example.", QType: 1})
+		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Millisecond), QName: "n" + strconv.Itoa(i) + ".example.", QType: 1})
 	}
 	for i := 0; i < len(rows); i += maxBatch {
 		if err := s.write(rows[i:min(i+maxBatch, len(rows))]); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -208,7 +209,7 @@ func (s *sqliteStore) vacuum(ctx context.Context, maxBytes int64) (bool, error) 
 	if free*size <= maxBytes/8 {
 		return false, nil
 	}
-	if _, err := s.conn.ExecContext(ctx, `PRAGMA incremental_vacuum(`+itoa(vacuumChunk)+`)`); err != nil {
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(vacuumChunk)+`)`); err != nil {
 		return false, err
 	}
 	return true, nil

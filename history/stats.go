@@ -42,14 +42,14 @@ func split(lo, hi, g int64) (b0, b1 int64) {
 	return b0, b1
 }
 
-func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, limit int) ([]Count, error) {
+func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, limit int) ([]count, error) {
 	oldest, err := s.oldest(ctx)
 	if err != nil {
 		return nil, err
 	}
 	lo, hi := max(s.key(from), oldest), s.key(to)
 	if lo >= hi {
-		return []Count{}, nil
+		return []count{}, nil
 	}
 	var (
 		g                    int64
@@ -100,9 +100,9 @@ func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, 
 		return nil, err
 	}
 	defer rows.Close()
-	out := []Count{}
+	out := []count{}
 	for rows.Next() {
-		var c Count
+		var c count
 		if err := rows.Scan(&c.Key, &c.Count); err != nil {
 			return nil, err
 		}
@@ -114,13 +114,13 @@ func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, 
 // MaxBuckets bounds one timeline: a week in minutes.
 const MaxBuckets = 10080
 
-func (s *sqliteStore) timeline(ctx context.Context, from, to time.Time, step time.Duration) ([]Bucket, error) {
+func (s *sqliteStore) timeline(ctx context.Context, from, to time.Time, step time.Duration) ([]bucket, error) {
 	st := step.Microseconds()
 	fromU, toU := from.UnixMicro(), to.UnixMicro()
 	first, last := floorDiv(fromU, st), floorDiv(toU-1, st)
-	out := make([]Bucket, 0, last-first+1)
+	out := make([]bucket, 0, last-first+1)
 	for b := first; b <= last; b++ {
-		out = append(out, Bucket{Time: time.UnixMicro(b * st).UTC()})
+		out = append(out, bucket{Time: time.UnixMicro(b * st).UTC()})
 	}
 	oldest, err := s.oldest(ctx)
 	if err != nil {

@@ -24,16 +24,16 @@ type store interface {
 	size() int64
 	used() int64
 
-	rows(ctx context.Context, f Filter) (Page, error)
-	top(ctx context.Context, what string, from, to time.Time, limit int) ([]Count, error)
-	timeline(ctx context.Context, from, to time.Time, step time.Duration) ([]Bucket, error)
+	rows(ctx context.Context, f filter) (page, error)
+	top(ctx context.Context, what string, from, to time.Time, limit int) ([]count, error)
+	timeline(ctx context.Context, from, to time.Time, step time.Duration) ([]bucket, error)
 
 	close() error
 }
 
-// Filter selects the rows of GET /api/history: every field set must
+// filter selects the rows of GET /api/history: every field set must
 // match.
-type Filter struct {
+type filter struct {
 	Client   string    // an address or a client name
 	Name     string    // a substring of the name, case-insensitive
 	Type     uint16    // 0: any
@@ -45,8 +45,8 @@ type Filter struct {
 	Cursor   int64 // rows before this key; 0: from the newest
 }
 
-// Entry is one row as the API returns it.
-type Entry struct {
+// entry is one row (its key the cursor) as the API returns it.
+type entry struct {
 	key        int64
 	Time       time.Time
 	Client     string // "" unknown
@@ -61,21 +61,21 @@ type Entry struct {
 	List       string
 }
 
-// Page is one page of rows, newest first; Next is the cursor of the page
+// page is one page of rows, newest first; Next is the cursor of the page
 // after, 0 when there is none.
-type Page struct {
-	Rows []Entry
+type page struct {
+	Rows []entry
 	Next int64
 }
 
-// Count is one line of GET /api/stats/top.
-type Count struct {
+// count is one line of GET /api/stats/top.
+type count struct {
 	Key   string
 	Count int64
 }
 
-// Bucket is one bucket of GET /api/stats/timeline.
-type Bucket struct {
+// bucket is one bucket of GET /api/stats/timeline.
+type bucket struct {
 	Time time.Time
 	N    [numOutcomes]int64
 }
