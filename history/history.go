@@ -50,6 +50,8 @@ type History struct {
 	flushed atomic.Uint64 // batches written, for tests' Sync
 	syncReq chan chan struct{}
 
+	maintained chan bool // tests: told after each maintenance chunk whether more is left; nil in use
+
 	// Owned by the writer goroutine.
 	failed     int       // rows whose write failed since the last log line
 	failLogged time.Time // when a failure was last logged
@@ -94,6 +96,10 @@ func renameAside(path, aside string) error {
 }
 
 func start(st store, cfg config.History, logger *zap.Logger, now func() time.Time) *History {
+	return startHooked(st, cfg, logger, now, nil)
+}
+
+func startHooked(st store, cfg config.History, logger *zap.Logger, now func() time.Time, maintained chan bool) *History {
 	h := &History{
 		st:        st,
 		log:       logger,
@@ -104,6 +110,8 @@ func start(st store, cfg config.History, logger *zap.Logger, now func() time.Tim
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		syncReq:   make(chan chan struct{}),
+
+		maintained: maintained,
 	}
 	go h.run()
 	return h
@@ -160,7 +168,8 @@ func (h *History) Dropped() uint64 { return h.dropped.Load() }
 func (h *History) Bytes() int64 { return h.st.size() }
 
 // run is the writer: it owns the store's write side. Each batch is what
-// the queue holds, up to maxBatch, in one transaction.
+// the queue holds, up to maxBatch, in one transaction. Maintenance runs a
+// chunk at a time; between chunks, rows waiting come first.
 func (h *History) run() {
 	defer close(h.done)
 	batch := make([]Row, 0, maxBatch)
@@ -170,6 +179,9 @@ func (h *History) run() {
 	for {
 		if maintain {
 			maintain = h.maintain()
+			if h.maintained != nil {
+				h.maintained <- maintain
+			}
 		}
 		var wait <-chan time.Time
 		if !maintain {
@@ -183,23 +195,41 @@ func (h *History) run() {
 		case <-wait:
 			maintain = true
 		case ack := <-h.syncReq:
-			for {
-				batch = h.drain(batch[:0])
-				if len(batch) == 0 {
-					break
-				}
-				h.write(batch)
-			}
+			h.flush(batch)
 			close(ack)
 		case <-h.stop:
-			for {
-				batch = h.drain(batch[:0])
-				if len(batch) == 0 {
+			h.flush(batch)
+			return
+		default:
+			if !maintain {
+				// Nothing to do: wait for rows or the tick.
+				select {
+				case r := <-h.queue:
+					batch = append(batch[:0], r)
+					batch = h.drain(batch)
+					maintain = h.write(batch)
+				case <-wait:
+					maintain = true
+				case ack := <-h.syncReq:
+					h.flush(batch)
+					close(ack)
+				case <-h.stop:
+					h.flush(batch)
 					return
 				}
-				h.write(batch)
 			}
 		}
+	}
+}
+
+// flush writes everything queued, using batch's memory.
+func (h *History) flush(batch []Row) {
+	for {
+		batch = h.drain(batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		h.write(batch)
 	}
 }
 

@@ -286,8 +286,10 @@ func BenchmarkRecordParallel(b *testing.B) {
 }
 
 // The writer enforces retention itself: a history opened on rows older
-// than retention_days deletes them at start, between the rows it writes.
-// Mutation check: starting run with maintain false keeps the old rows.
+// than retention_days deletes them at start, a chunk at a time, without a
+// row or a tick to wake it between chunks.
+// Mutation checks: starting run with maintain false keeps the old rows;
+// waiting for rows between chunks (no default case) never finishes.
 func TestWriterEnforcesRetentionAtStart(t *testing.T) {
 	t.Parallel()
 	s, err := openSQLite("")
@@ -303,22 +305,23 @@ func TestWriterEnforcesRetentionAtStart(t *testing.T) {
 	if err := s.write(rows); err != nil {
 		t.Fatal(err)
 	}
-	h := start(s, config.Default().History, zap.NewNop(), time.Now)
-	defer h.Close()
-	h.Record(Row{Time: time.Now(), QName: "new.example.", QType: 1})
-	// Each Sync is served between chunks of maintenance: the old rows
-	// go in ten chunks, so a bounded number of rounds sees them gone.
-	var count int
-	for range 100 {
-		h.Sync()
-		if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
-			t.Fatal(err)
-		}
-		if count == 1 {
-			break
-		}
+	maintained := make(chan bool)
+	h := startHooked(s, config.Default().History, zap.NewNop(), time.Now, maintained)
+	chunks := 0
+	for more := true; more; chunks++ {
+		more = <-maintained
 	}
-	if count != 1 {
-		t.Errorf("%d rows left, want the new one", count)
+	go func() { // later ticks' maintenance, until Close
+		for range maintained {
+		}
+	}()
+	defer close(maintained)
+	defer h.Close()
+	var count int
+	if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count != 0 || chunks < 10 {
+		t.Errorf("%d rows left after %d chunks, want 0 after 10 or more", count, chunks)
 	}
 }
