@@ -23,7 +23,8 @@ const (
 	DefaultTopLimit = 10
 	MaxTopLimit     = 1000
 	DefaultStep     = 600 * time.Second
-	defaultSpan     = 24 * time.Hour // /api/stats/*: from is this before to when absent
+	MaxStepSeconds  = 366 * 24 * 3600 // a bucket of a year at most: no duration overflows
+	defaultSpan     = 24 * time.Hour  // /api/stats/*: from is this before to when absent
 )
 
 // Register adds GET /api/history, /api/stats/top and /api/stats/timeline
@@ -183,7 +184,12 @@ func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var p params
 	from, to := p.span(q, h.now())
-	step := time.Duration(p.int(q, "step", int(DefaultStep/time.Second), 1)) * time.Second
+	stepS := p.int(q, "step", int(DefaultStep/time.Second), 1)
+	if stepS > MaxStepSeconds {
+		p.bad("step", "%d is more than %d (a year)", stepS, MaxStepSeconds)
+		stepS = int(DefaultStep / time.Second)
+	}
+	step := time.Duration(stepS) * time.Second
 	if p.ok() && (to.Sub(from)+step-1)/step > MaxBuckets {
 		p.bad("step", "%s from %s to %s is more than %d buckets", step, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxBuckets)
 	}
