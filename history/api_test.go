@@ -340,7 +340,8 @@ func TestBadParameters(t *testing.T) {
 		{"/api/stats/top", url.Values{"what": {"names"}}},
 		{"/api/stats/top", url.Values{"from": {"2000"}, "to": {"1000"}}},
 		{"/api/stats/timeline", url.Values{"step": {"0"}}},
-		{"/api/stats/timeline", url.Values{"step": {"9300000000"}}}, // overflowed a time.Duration
+		{"/api/stats/timeline", url.Values{"step": {"9300000000"}}},                                               // overflowed a time.Duration
+		{"/api/stats/timeline", url.Values{"step": {"2592000"}, "from": {"-99999999999"}, "to": {"99999999999"}}}, // 77,000 buckets
 		{"/api/stats/timeline", url.Values{"step": {"1"}, "from": {"0"}, "to": {"1000000"}}},
 	} {
 		if code := get(t, srv, c.path, c.q, nil); code != 400 {

@@ -190,7 +190,8 @@ func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
 		stepS = int(DefaultStep / time.Second)
 	}
 	step := time.Duration(stepS) * time.Second
-	if p.ok() && (to.Sub(from)+step-1)/step > MaxBuckets {
+	// In microseconds: a Duration saturates at 292 years.
+	if st := step.Microseconds(); p.ok() && floorDiv(to.UnixMicro()-1, st)-floorDiv(from.UnixMicro(), st)+1 > MaxBuckets {
 		p.bad("step", "%s from %s to %s is more than %d buckets", step, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxBuckets)
 	}
 	if p.fail(w) {
