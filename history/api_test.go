@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"pgregory.net/rapid"
 
 	"github.com/nxdnsd/nxdnsd/history"
 	"github.com/nxdnsd/nxdnsd/history/historytest"
@@ -352,4 +353,35 @@ func TestBadParameters(t *testing.T) {
 	if code := get(t, api(t, nilH), "/api/history", url.Values{}, nil); code != 503 {
 		t.Errorf("history off: %d, want 503", code)
 	}
+}
+
+// Whatever the parameters, the API answers 200 or 400: never a 500, never
+// a panic (which the test server would turn into a dropped connection).
+func TestParametersNeverFail(t *testing.T) {
+	t.Parallel()
+	h, _, _ := fixture(t, 300, historytest.Network{Seed: 11, Popular: 20, OneOffDay: 100, Clients: 3})
+	srv := api(t, h)
+	values := []string{"", "0", "1", "-1", "7", "600", "1000", "1001", "99999999999", "-99999999999", "9300000000",
+		"2026-11-29T18:00:00Z", "2026-11-29T18:00:00.123456+01:00", "1.5", "NaN", "Inf", "1e300", "A", "aaaa", "TYPE65",
+		"NXDOMAIN", "%", "_", `\`, "192.168.1.10", "host-0", "::ffff:192.168.1.10", "pool", "blocked", "quad9", "z", "zzzzzzzzzzzzzz"}
+	paths := map[string][]string{
+		"/api/history":        {"client", "name", "type", "source", "rcode", "upstream", "from", "to", "limit", "cursor"},
+		"/api/stats/top":      {"what", "from", "to", "limit"},
+		"/api/stats/timeline": {"from", "to", "step"},
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		path := rapid.SampledFrom([]string{"/api/history", "/api/stats/top", "/api/stats/timeline"}).Draw(rt, "path")
+		q := url.Values{}
+		for _, name := range paths[path] {
+			if v := rapid.SampledFrom(values).Draw(rt, name); v != "" {
+				q.Set(name, v)
+			}
+		}
+		if path == "/api/stats/top" && rapid.Bool().Draw(rt, "valid what") {
+			q.Set("what", rapid.SampledFrom([]string{"domains", "blocked", "clients", "upstreams"}).Draw(rt, "what"))
+		}
+		if code := get(t, srv, path, q, nil); code != 200 && code != 400 {
+			rt.Fatalf("%s?%s: %d", path, q.Encode(), code)
+		}
+	})
 }
