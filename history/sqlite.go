@@ -62,8 +62,13 @@ const (
 	seenClient   = 0 // seen: clients, by minute
 	seenUpstream = 1 // seen: upstreams (labels), by minute
 	seenList     = 2 // seen: lists (labels), by minute
-	epochBefore  = 30 * 24 * time.Hour
 )
+
+// epochBefore places a new database's epoch (key 0) this long before its
+// creation: rows stamped a little in the past (a clock set back, a
+// restored backup's last days) keep small positive keys, and the keys of
+// the first 51 days fit SQLite's 6-byte varint.
+const epochBefore = 30 * 24 * time.Hour
 
 // ErrUnavailable is returned by Open when the database file cannot be
 // opened (permissions, a lock held by another process): it is left as it
