@@ -66,8 +66,8 @@ const (
 
 // epochBefore places a new database's epoch (key 0) this long before its
 // creation: rows stamped a little in the past (a clock set back, a
-// restored backup's last days) keep small positive keys, and the keys of
-// the first 51 days fit SQLite's 6-byte varint.
+// restored backup's last days) keep small positive keys. Keys fit
+// SQLite's 6-byte varint for 51 days after the epoch, 7 bytes after.
 const epochBefore = 30 * 24 * time.Hour
 
 // ErrUnavailable is returned by Open when the database file cannot be
