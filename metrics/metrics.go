@@ -87,6 +87,8 @@ type Metrics struct {
 	base       poolTotals               // what the pools replaced by UsePool counted
 	retiring   map[Pool]poolTotals      // a replaced pool's counts when it was replaced, until RetirePool
 	cacheStats atomic.Pointer[cacheRef] // nil until AttachCache
+
+	history atomic.Pointer[historyRef] // nil until AttachHistory
 }
 
 // New creates the metric set with every series of spec section 7 at zero:
@@ -127,6 +129,7 @@ func New(cfg Config) *Metrics {
 	m.UseZones(cfg.Zones)
 	s.RegisterMetricsWriter(m.writePool)
 	s.RegisterMetricsWriter(m.writeCache)
+	s.RegisterMetricsWriter(m.writeHistory)
 	return m
 }
 
