@@ -28,7 +28,7 @@ import (
 // the rcodes nxdnsd itself answers with, and the common ones upstreams
 // send. Any other rcode gets its series when it is first seen.
 var (
-	protos     = [...]string{"udp", "tcp"}
+	protos     = [...]string{"udp", "tcp", "tls", "https"}
 	initRcodes = [...]int{0, 1, 2, 3, 4, 5, 16} // NOERROR FORMERR SERVFAIL NXDOMAIN NOTIMP REFUSED BADVERS
 )
 
@@ -136,7 +136,8 @@ func (m *Metrics) ObserveAttempt(upstream int, o actors.Outcome, d time.Duration
 	m.first.ObserveAttempt(upstream, o, d)
 }
 
-// Query counts one answered client query by protocol ("udp", "tcp") and
+// Query counts one answered client query by protocol ("udp", "tcp", "tls",
+// "https") and
 // the rcode sent, and records how long it took.
 func (m *Metrics) Query(proto string, rcode int, d time.Duration) {
 	p := protoIndex(proto)

@@ -37,9 +37,14 @@ type Entry struct {
 	Time time.Time
 
 	// Client is the address the query came from; Proto is the listener's
-	// transport ("udp", "tcp"), as the listener passed it to ServeDNS.
+	// transport ("udp", "tcp", "tls", "https"), as the listener passed it
+	// to ServeDNS.
 	Client netip.AddrPort
 	Proto  string
+
+	// ClientName is the name the client gave itself (a DoH path's NAME,
+	// server.Request.ClientName), or "".
+	ClientName string
 
 	// QName and QType are the question as the client wrote it (case
 	// included; the first, when a malformed query had several). QName is ""

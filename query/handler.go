@@ -247,7 +247,7 @@ func (h *Handler) prepare(s *scratch, req *server.Request) bool {
 	}
 	r.reject = reject
 	e := &s.entry
-	e.Time, e.Client, e.Proto = start, req.Client, req.Proto
+	e.Time, e.Client, e.Proto, e.ClientName = start, req.Client, req.Proto, req.ClientName
 	if len(r.msg.Question) > 0 {
 		e.QName, e.QType, e.QClass = r.msg.Question[0].Name, r.msg.Question[0].Qtype, r.msg.Question[0].Qclass
 	}

@@ -31,7 +31,8 @@ type Encoder struct {
 
 // Append appends e's line, newline included, to b and returns the result.
 //
-// Fields, in order: ts, client, proto, qname, qtype, qclass (only when the
+// Fields, in order: ts, client, client_name (only when the client named
+// itself), proto, qname, qtype, qclass (only when the
 // class is not IN), rcode, source, upstream, duration_ms; then, for pool lines when e.Attempts is on,
 // queued_ms and attempts. A field with nothing to say is null: source for
 // a query refused before resolution (FORMERR, NOTIMP, BADVERS), qname and
@@ -48,6 +49,10 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 		b = append(b, '"')
 	} else {
 		b = append(b, "null"...)
+	}
+	if e.ClientName != "" {
+		b = append(b, `,"client_name":`...)
+		b = appendString(b, e.ClientName)
 	}
 	b = append(b, `,"proto":`...)
 	b = appendString(b, e.Proto)

@@ -47,6 +47,24 @@ func TestSpecLine(t *testing.T) {
 	}
 }
 
+// A client that named itself (a DoH path, /dns-query/NAME) has its name
+// beside its address, as client_name (spec sections 6, 12 and 14); a line
+// without one is the spec's line as it was.
+func TestClientName(t *testing.T) {
+	enc := Encoder{}
+	e := poolEntry()
+	e.Proto, e.ClientName = "https", "pixel-7"
+	got := string(enc.Append(nil, e))
+	want := `"client":"192.168.1.20:53211","client_name":"pixel-7","proto":"https",`
+	if !strings.Contains(got, want) {
+		t.Errorf("got  %s\nwant it to hold %s", got, want)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m["client_name"] != "pixel-7" {
+		t.Errorf("decoded %v (%v)", m, err)
+	}
+}
+
 // The class is logged only when it is not IN (issue 16): a CHAOS query
 // such as version.bind is told apart from the IN name, and every other
 // line stays as it was.
