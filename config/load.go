@@ -74,6 +74,7 @@ func parse(data []byte, dir string) (*Config, error) {
 		cfg.Upstreams, cfg.UpstreamsFromDefault = defaultUpstreams(), true
 	}
 	if dir != "" {
+		cfg.Server.resolveTLSFiles(dir)
 		for i := range cfg.Upstreams {
 			if f := cfg.Upstreams[i].CAFile; f != "" && !filepath.IsAbs(f) {
 				cfg.Upstreams[i].CAFile = filepath.Join(dir, f)

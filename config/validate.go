@@ -45,6 +45,7 @@ func (c *Config) check() Problems {
 	var ck checker
 	listens := ck.server(c.Server)
 	c.Server.AllowPrefixes = ck.allow(c.Server.Allow)
+	ck.encrypted(&c.Server, listens)
 	ck.policy(c.Upstream)
 	ck.upstreams(c.Upstreams)
 	ck.bootstrap(&c.Upstream, c.Server.Listen, hostAddrs)
