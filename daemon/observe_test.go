@@ -106,6 +106,7 @@ func (o *observed) health(tb testing.TB) (int, admin.Health) {
 type logLine struct {
 	TS         string   `json:"ts"`
 	Client     *string  `json:"client"`
+	ClientName *string  `json:"client_name"`
 	Proto      string   `json:"proto"`
 	QName      *string  `json:"qname"`
 	QType      *string  `json:"qtype"`
