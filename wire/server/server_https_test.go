@@ -298,3 +298,62 @@ func TestDoHOverloadRefused(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// Shutdown lets a DoH query in flight finish and its answer be written,
+// and returns only after the handler has.
+func TestDoHShutdownFinishesQueriesInFlight(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	s := &Server{Handler: HandlerFunc(func(ctx context.Context, req *Request) []byte {
+		close(entered)
+		<-release
+		defer close(returned)
+		return echo(ctx, req)
+	})}
+	s.Listen, s.TLSListen, s.HTTPSListen = []string{"127.0.0.1:0"}, nil, []string{"127.0.0.1:0"}
+	s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{ca.cert}}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_, h := s.EncryptedAddrs()
+	hc := dohClient(t, ca, true)
+	q := pack(t, newQuery(9, "example.org."))
+	got := make(chan *dns.Msg, 1)
+	go func() {
+		resp, err := hc.Post("https://"+h[0].String()+DoHPath, "application/dns-message", bytes.NewReader(q))
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m dns.Msg
+		if m.Unpack(b) != nil {
+			got <- nil
+			return
+		}
+		got <- &m
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	close(release)
+	if m := <-got; m == nil || m.Id != 9 {
+		t.Errorf("the query in flight at shutdown: %v", m)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	select {
+	case <-returned:
+	default:
+		t.Error("Shutdown returned before the handler")
+	}
+}
