@@ -168,8 +168,29 @@ func (c *clientConn) readOne(prefix []byte) bool {
 		c.slots.give()
 		return true
 	}
+	fh, fast := s.Handler.(FastHandler)
+	if fast {
+		// What needs no resolver (a cache hit, a name nxdnsd answers
+		// itself) is answered here on the read loop, as a UDP reader
+		// does: no goroutine is started and handed the query.
+		if q.out == nil {
+			q.out = make([]byte, 0, clientAnswerBufLen)
+		}
+		q.req.Answer = q.out[:0]
+		if answer, handled := s.handleFast(fh, &q.req); handled {
+			if answer != nil {
+				c.write(answer)
+			}
+			putClientQuery(q)
+			c.slots.give()
+			return true
+		}
+	}
 	count, ok := s.admit(c.client.Addr())
 	if !ok {
+		if fast {
+			fh.Abandon(&q.req)
+		}
 		refused := s.refuse(q.req.Raw, c.proto, c.client)
 		putClientQuery(q)
 		if refused != nil {
