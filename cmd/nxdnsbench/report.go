@@ -89,6 +89,9 @@ func (r *report) markdown() string {
 		if t.hits != nil {
 			r.writeHits(&b, t)
 		}
+		if t.enc != nil {
+			r.writeEncrypted(&b, t.enc)
+		}
 		r.writeLatency(&b, t)
 	}
 	if len(r.bursts) > 0 {
@@ -363,6 +366,7 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		}
 		r.verdictDnsdist(check, notChecked, t)
 		r.verdictHits(check, notChecked, t)
+		r.verdictEncrypted(check, notChecked, t.enc)
 	}
 	for _, x := range r.bursts {
 		check(x.answeredPct() == 100, "%s: %.1f %% answered", x.Name, x.answeredPct())

@@ -32,6 +32,7 @@ type runConfig struct {
 	throughput, bursts bool
 	dot                bool // also dnsperf through nxdnsd with DoT upstreams
 	hits               bool // also the cache-hit rows
+	encrypted          bool // also the DoT and DoH listener rows
 	hitNames           int  // distinct names in the hits rows' query file
 	forwardCache       bool // the forwarding row with nxdnsd's cache on: the miss path
 
@@ -68,6 +69,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&c.throughput, "throughput", true, "measure throughput and latency")
 	fs.BoolVar(&c.dot, "dot", false, "with -throughput: one more dnsperf run, through nxdnsd with the fakes as DNS-over-TLS upstreams")
 	fs.BoolVar(&c.hits, "hits", true, "with -throughput: the cache-hit rows, dnsperf with -hit-names names asked over and over: at the fake, through nxdnsd with its cache on, through dnsdist with a packet cache")
+	fs.BoolVar(&c.encrypted, "encrypted", true, "with -throughput: the encrypted rows, dnsperf -m dot and -m doh with 100 connections and the hits rows' names, through nxdnsd's tls_listen/https_listen and dnsdist's addTLSLocal/addDOHLocal, caches on")
 	fs.IntVar(&c.hitNames, "hit-names", 1000, "distinct names in the hits rows' query file")
 	fs.BoolVar(&c.forwardCache, "forward-cache", false, "the forwarding row with nxdnsd's cache on, so that every query is a miss: the miss path's cost (a binary without a cache forwards as it is)")
 	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
@@ -233,6 +235,7 @@ type throughput struct {
 	profile               string       // the perf record file, or ""
 	dot                   *dotRun      // nil unless -dot
 	hits                  *hitsRuns    // nil unless -hits
+	enc                   *encRuns     // nil unless -encrypted
 }
 
 // fwdRun is one dnsperf run and what it cost: straight at the primary fake
@@ -406,6 +409,11 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		t.hits = &hitsRuns{} // nothing to measure against a ceiling: no run
 	case c.hits:
 		if t.hits, err = measureHits(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	if c.encrypted {
+		if t.enc, err = measureEncrypted(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
 			return nil, err
 		}
 	}
