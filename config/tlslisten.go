@@ -14,10 +14,11 @@ import (
 // encrypted checks server.tls_listen, server.https_listen and the
 // certificate pair, and sets s.Certificate. listens are the server.listen
 // addresses already accepted (TCP is bound on each), which an encrypted
-// address must not repeat. The pair is read whenever either file is named,
-// so that -check vouches for it before a listener needs it; a listener
-// without a readable, matching pair is a problem at server.cert_file (spec
-// section 14), whichever file is at fault.
+// address must not repeat. With a listener the pair is read (so -check
+// vouches for it, and a reload reads it again); a listener without a
+// readable, matching pair is a problem at server.cert_file (spec section
+// 14), whichever file is at fault. Without one the files are not read:
+// nothing would present them.
 func (ck *checker) encrypted(s *Server, listens map[netip.AddrPort]int) {
 	s.Certificate = nil
 	if len(s.TLSListen) == 0 {
@@ -48,12 +49,12 @@ func (ck *checker) encrypted(s *Server, listens map[netip.AddrPort]int) {
 			seen[ap] = path
 		}
 	}
-	listening := s.TLSListen != nil || s.HTTPSListen != nil
+	if s.TLSListen == nil && s.HTTPSListen == nil {
+		return
+	}
 	switch {
 	case s.CertFile == "" && s.KeyFile == "":
-		if listening {
-			ck.add("server.cert_file", "tls_listen and https_listen need a certificate: set cert_file and key_file (PEM files)")
-		}
+		ck.add("server.cert_file", "tls_listen and https_listen need a certificate: set cert_file and key_file (PEM files)")
 		return
 	case s.CertFile == "":
 		ck.add("server.cert_file", "is empty, but key_file is set: set both (PEM files)")
