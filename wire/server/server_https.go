@@ -22,13 +22,13 @@ import (
 	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
-// DNS over HTTPS (RFC 8484) through net/http: HTTP/2 and HTTP/1.1, GET
-// with ?dns= and POST of application/dns-message, at DoHPath and
-// DoHPath/NAME. Every phase is bounded by TCPIdleTimeout: the TLS
-// handshake and, before it, the first request (the connection's watchdog
-// below: net/http's HTTP/2 server waits a fixed 10 s for its preface),
-// the headers, the body, the answer's writing and the wait for the next
-// request. Connections count toward MaxTCPConnections like TCP ones.
+// DNS over HTTPS (RFC 8484): HTTP/2 (server_https_h2.go) and HTTP/1.1
+// (net/http), GET with ?dns= and POST of application/dns-message, at
+// DoHPath and DoHPath/NAME. Every phase is bounded by TCPIdleTimeout: the
+// TLS handshake, the first request (for HTTP/1.1 also the connection's
+// watchdog below), the headers, the body, the answer's writing and the
+// wait for the next request. Connections count toward MaxTCPConnections
+// like TCP ones.
 
 // DoHPath is the path of DNS over HTTPS (RFC 8484's examples, and every
 // client's default); DoHPath/NAME names the client NAME.
@@ -45,19 +45,21 @@ const maxClientNameLen = 63
 // server on it.
 type httpsListener struct {
 	tcp *net.TCPListener
-	srv *http.Server // set by startHTTPS
+	srv *http.Server  // HTTP/1.1; set by startHTTPS
+	h1  *connListener // srv's: the connections whose handshake chose HTTP/1.1
 }
 
-// startHTTPS starts serving DoH on h.
+// startHTTPS starts serving DoH on h: HTTP/2 connections by serveH2,
+// HTTP/1.1 ones by net/http.
 func (s *Server) startHTTPS(h *httpsListener) {
 	conf := s.TLSConfig.Clone()
 	conf.MinVersion = max(conf.MinVersion, minTLSVersion)
+	conf.NextProtos = []string{"h2", "http/1.1"}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	protos.SetHTTP2(true)
+	h.h1 = newConnListener(h.tcp.Addr())
 	h.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTPS),
-		TLSConfig:         conf,
 		Protocols:         &protos,
 		ReadHeaderTimeout: s.idle,
 		ReadTimeout:       s.idle,
@@ -73,10 +75,10 @@ func (s *Server) startHTTPS(h *httpsListener) {
 		},
 	}
 	l := &countingListener{TCPListener: h.tcp, s: s}
+	s.wg.Go(func() { s.acceptHTTPS(l, conf, h.h1) })
 	s.wg.Go(func() {
-		// Serve returns at Shutdown (ErrServerClosed) or when the
-		// socket fails for good.
-		if err := h.srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Serve returns at Shutdown (ErrServerClosed).
+		if err := h.srv.Serve(h.h1); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("serving https", zap.Stringer("addr", h.tcp.Addr()), zap.Error(err))
 		}
 	})
@@ -96,6 +98,17 @@ const maxHeaderBytes = 96 << 10
 func (s *Server) shutdownEncrypted(ctx context.Context) {
 	for _, l := range s.tlsListeners {
 		l.Close()
+	}
+	for _, h := range s.https {
+		h.tcp.Close()
+	}
+	// Handshakes and HTTP/2 connections wake up, see closing and end,
+	// the latter once their answers are written.
+	s.mu.Lock()
+	conns := s.tlsConnsLocked()
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.SetReadDeadline(aLongTimeAgo)
 	}
 	s.dohMu.Lock()
 	s.dohStopped = true
@@ -119,6 +132,12 @@ func (s *Server) abortHTTPS() {
 		if h.srv != nil {
 			h.srv.Close()
 		}
+	}
+	s.mu.Lock()
+	conns := s.tlsConnsLocked()
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.SetDeadline(aLongTimeAgo)
 	}
 }
 
@@ -177,11 +196,10 @@ func (c *countedConn) Close() error {
 	return err
 }
 
-// httpsConnState is the DoH servers' http.Server.ConnState. A new
-// connection gets a watchdog that closes it unless it begins a request
-// within the idle timeout: net/http bounds the TLS handshake and an
-// HTTP/1.1 request's headers by itself, but waits 10 s, whatever it is
-// told, for an HTTP/2 client's preface.
+// httpsConnState is the HTTP/1.1 DoH server's http.Server.ConnState. A
+// new connection gets a watchdog that closes it unless it begins a
+// request within the idle timeout, whatever net/http's own deadlines do
+// (its HTTP/2 server, once used here, waited a fixed 10 s for a preface).
 func (s *Server) httpsConnState(c net.Conn, state http.ConnState) {
 	tc, ok := c.(*tls.Conn)
 	if !ok {
@@ -415,4 +433,6 @@ type encrypted struct {
 	dohStopped bool
 	dohQueries sync.WaitGroup // DoH queries being answered
 	dotConfig  *tls.Config    // the DoT listeners' TLS configuration, set by Start
+
+	tlsConns map[*tls.Conn]struct{} // guarded by Server.mu: DoH connections in their handshake or served over HTTP/2
 }
