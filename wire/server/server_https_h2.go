@@ -195,6 +195,10 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 				}
 			case http2.SettingMaxFrameSize:
 				c.maxFrame = int(st.Val)
+			case http2.SettingHeaderTableSize:
+				// The client's decoder keeps no larger a table
+				// (0: none); the encoder says so in the next block.
+				c.henc.SetMaxDynamicTableSizeLimit(st.Val)
 			}
 			return nil
 		})

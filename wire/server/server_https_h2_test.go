@@ -177,3 +177,27 @@ func TestDoHHTTP2Frames(t *testing.T) {
 	}
 	expectClosed(t, c.conn)
 }
+
+// A client whose HPACK decoder keeps no dynamic table
+// (SETTINGS_HEADER_TABLE_SIZE 0) can read every answer's headers: the
+// encoder keeps none either.
+func TestDoHHeaderTableSize(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	_, doh := startEncrypted(t, &Server{Handler: HandlerFunc(echo)}, ca)
+	c := dialH2(t, ca, doh)
+	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(0, nil)
+	q := b64(pack(t, newQuery(1, "example.org.")))
+	for i, id := range []uint32{1, 3, 5} {
+		c.headers(t, id, true, ":method", "GET", ":scheme", "https", ":authority", "dns.test", ":path", DoHPath+"?dns="+q)
+		h := c.next(t, http2.FrameHeaders).(*http2.MetaHeadersFrame)
+		if h.PseudoValue("status") != "200" {
+			t.Fatalf("request %d: status %q", i, h.PseudoValue("status"))
+		}
+		for d := c.next(t, http2.FrameData).(*http2.DataFrame); !d.StreamEnded(); d = c.next(t, http2.FrameData).(*http2.DataFrame) {
+		}
+	}
+}
