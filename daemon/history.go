@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -37,11 +38,11 @@ type historian struct {
 
 	mu      sync.Mutex // guards following
 	cfg     config.History
-	gen     uint64             // bumped by every open and close: a late Open of an older one closes what it opened
-	closing []*history.History // closed by a reload, still writing what was queued
+	gen     uint64             // bumped by every apply and close: an Open of an older one closes what it opened
+	closing []*history.History // taken off the query path, still writing what was queued
 	base    [2]uint64          // rows written, dropped by the histories closed
-	ready   chan struct{}      // closed when the latest open attempt has ended; tests wait on it
-	wg      sync.WaitGroup     // opens and closes in flight
+	ready   chan struct{}      // closed when the latest apply's close and open have ended; the next waits on it
+	wg      sync.WaitGroup     // applies in flight
 }
 
 // historyState is one open history and the mux serving its API.
@@ -117,10 +118,14 @@ func (hs *historian) Register(mux *http.ServeMux) {
 }
 
 // apply makes cfg the history's configuration: with [history] unchanged
-// and a history open, nothing happens; otherwise the open one (if any) is
-// closed in the background and, when cfg.Enabled, a new one opened in the
-// background. An unchanged [history] whose file could not be opened is
-// tried again.
+// and a history open (or opening), nothing happens; otherwise the open
+// one (if any) is taken off the query path at once, then closed, and,
+// when cfg.Enabled, a new one opened, both on a goroutine of their own.
+// An unchanged [history] whose file could not be opened is tried again.
+//
+// The closes and opens run one after the other, each after those of the
+// apply before it: a reload that changes retention_days reopens the same
+// file, which the history closed must have let go of first.
 func (hs *historian) apply(cfg config.History) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -129,27 +134,35 @@ func (hs *historian) apply(cfg config.History) {
 	}
 	hs.cfg = cfg
 	hs.gen++
-	hs.detachLocked()
-	if !cfg.Enabled {
-		return
-	}
-	gen, ready := hs.gen, make(chan struct{})
+	old := hs.detachLocked()
+	hs.opening.Store(cfg.Enabled)
+	gen, prev, ready := hs.gen, hs.ready, make(chan struct{})
 	hs.ready = ready
-	hs.opening.Store(true)
 	hs.wg.Go(func() {
 		defer close(ready)
+		<-prev
+		if old != nil {
+			hs.finishClose(old)
+		}
+		if !cfg.Enabled || hs.stale(gen) {
+			return // a later apply decides
+		}
 		h, err := history.Open(cfg, hs.log)
 		hs.mu.Lock()
-		defer hs.mu.Unlock()
 		if gen != hs.gen {
 			// A reload or Shutdown came while it opened.
 			if h != nil {
-				hs.closeLocked(h)
+				hs.closing = append(hs.closing, h)
+			}
+			hs.mu.Unlock()
+			if h != nil {
+				hs.finishClose(h)
 			}
 			return
 		}
-		hs.opening.Store(false)
+		defer hs.mu.Unlock()
 		if err != nil {
+			hs.opening.Store(false)
 			// ErrUnavailable: the file was left as it is (a damaged one
 			// was renamed aside inside Open, and logged there).
 			hs.log.Error("the query history is off until the next reload; DNS is served",
@@ -159,8 +172,16 @@ func (hs *historian) apply(cfg config.History) {
 		mux := http.NewServeMux()
 		h.Register(mux)
 		hs.cur.Store(&historyState{h: h, mux: mux})
+		hs.opening.Store(false) // after: a row in between is recorded or counted, never neither
 		hs.log.Info("query history open", zap.String("path", historyPath(cfg.Path)))
 	})
+}
+
+// stale reports whether an apply or close came after the one of gen.
+func (hs *historian) stale(gen uint64) bool {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return gen != hs.gen
 }
 
 func historyPath(p string) string {
@@ -170,55 +191,55 @@ func historyPath(p string) string {
 	return p
 }
 
-// detachLocked takes the open history off the query path and closes it
-// in the background: it writes what was queued first.
-func (hs *historian) detachLocked() {
+// detachLocked takes the open history, if any, off the query path and
+// returns it, counted among those closing until finishClose.
+func (hs *historian) detachLocked() *history.History {
 	hs.opening.Store(false)
 	st := hs.cur.Swap(nil)
 	if st == nil {
-		return
+		return nil
 	}
-	hs.closeLocked(st.h)
+	hs.closing = append(hs.closing, st.h)
+	return st.h
 }
 
-// closeLocked closes h in the background; its counters stay in the
-// metrics' sums until they are folded into base.
-func (hs *historian) closeLocked(h *history.History) {
-	hs.closing = append(hs.closing, h)
-	hs.wg.Go(func() {
-		if err := h.Close(); err != nil {
-			hs.log.Error("closing the query history", zap.Error(err))
-		}
-		hs.mu.Lock()
-		defer hs.mu.Unlock()
-		for i, c := range hs.closing {
-			if c == h {
-				hs.closing = append(hs.closing[:i], hs.closing[i+1:]...)
-				break
-			}
-		}
-		hs.base[0] += h.Rows()
-		hs.base[1] += h.Dropped()
-	})
+// finishClose closes h, which writes what it had queued, and folds its
+// counters into base.
+func (hs *historian) finishClose(h *history.History) {
+	if err := h.Close(); err != nil {
+		hs.log.Error("closing the query history", zap.Error(err))
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if i := slices.Index(hs.closing, h); i >= 0 {
+		hs.closing = slices.Delete(hs.closing, i, i+1)
+	}
+	hs.base[0] += h.Rows()
+	hs.base[1] += h.Dropped()
 }
 
-// opened returns a channel closed when the latest open attempt has ended
-// (at once when none is running). For tests.
+// opened returns a channel closed when the latest open attempt (and the
+// closes before it) has ended; at once when none is running. For tests.
 func (hs *historian) opened() <-chan struct{} {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	return hs.ready
 }
 
-// close closes the history, waiting for an open in flight to end and for
-// every history to write what was queued. Shutdown calls it once no
-// query runs.
+// close closes the history, waiting for the opens and closes in flight
+// and for every history to write what was queued. Shutdown calls it once
+// no query runs.
 func (hs *historian) close() {
 	hs.mu.Lock()
 	hs.gen++
 	hs.cfg = config.History{}
-	hs.detachLocked()
+	old := hs.detachLocked()
+	prev := hs.ready
 	hs.mu.Unlock()
+	<-prev
+	if old != nil {
+		hs.finishClose(old)
+	}
 	hs.wg.Wait()
 }
 

@@ -376,3 +376,34 @@ func TestHistoryOffReloadOnAndRetry(t *testing.T) {
 		t.Errorf("nxdns_history_rows_total = %v, want 2 (both histories')", v)
 	}
 }
+
+// A reload that changes [history] but not its file reopens the same file:
+// the history closed first writes what it queued and lets go of it, the
+// new one has every row.
+func TestHistoryReloadSameFile(t *testing.T) {
+	up := wiretest.NewServer(t, wiretest.Answer())
+	path := filepath.Join(t.TempDir(), "history.db")
+	src := func(days int) string {
+		return "[server]\nlisten = [\"127.0.0.1:0\"]\n[admin]\nlisten = \"127.0.0.1:0\"\n" + upstreamTOML(up.Addr) +
+			historyTOML(path) + fmt.Sprintf("retention_days = %d\n", days)
+	}
+	o := startObserved(t, upstreamTOML(up.Addr)+historyTOML(path)+"retention_days = 7\n", false, options{})
+	<-o.d.history.opened()
+	before := o.d.history.current()
+	ask(t, "udp", o.udp, wiretest.Query("before.example.", dns.TypeA))
+	if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCache(src(3)))) }); err != nil {
+		t.Fatal(err)
+	}
+	<-o.d.history.opened()
+	if h := o.d.history.current(); h == nil || h == before {
+		t.Fatalf("after the reload: history %p, want a new one (was %p)", h, before)
+	}
+	ask(t, "udp", o.udp, wiretest.Query("after.example.", dns.TypeA))
+	var names []string
+	for _, r := range o.historyOf(t, "") {
+		names = append(names, *r.QName)
+	}
+	if want := []string{"after.example.", "before.example."}; !slices.Equal(names, want) {
+		t.Errorf("rows: %v, want %v", names, want)
+	}
+}
