@@ -22,10 +22,15 @@ type perfParams struct {
 	Clients     int           // -c
 	Outstanding int           // -q
 	Threads     int           // -T
+	MaxQPS      int           // -Q, when > 0: dnsperf sends at most this many queries a second
 }
 
 func (p perfParams) String() string {
-	return fmt.Sprintf("-l %g -c %d -q %d -T %d", p.Duration.Seconds(), p.Clients, p.Outstanding, p.Threads)
+	s := fmt.Sprintf("-l %g -c %d -q %d -T %d", p.Duration.Seconds(), p.Clients, p.Outstanding, p.Threads)
+	if p.MaxQPS > 0 {
+		s += fmt.Sprintf(" -Q %d", p.MaxQPS)
+	}
+	return s
 }
 
 // perfResult is one dnsperf run as its statistics report it.
@@ -81,6 +86,9 @@ func runDNSPerf(ctx context.Context, bin, queries string, target netip.AddrPort,
 		"-d", queries,
 		"-l", strconv.FormatFloat(p.Duration.Seconds(), 'f', -1, 64),
 		"-c", strconv.Itoa(p.Clients), "-q", strconv.Itoa(p.Outstanding), "-T", strconv.Itoa(p.Threads))
+	if p.MaxQPS > 0 {
+		cmd.Args = append(cmd.Args, "-Q", strconv.Itoa(p.MaxQPS))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

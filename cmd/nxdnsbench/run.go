@@ -37,6 +37,7 @@ type runConfig struct {
 	blockRules         int  // the blocking rows' generated rules; 0: no blocking rows
 	history            bool // the history rows: forwarding and hits with the query history on, in a file
 	historyKnown       bool // the binary has [history] (probeHistory): the other rows run with it off
+	historyQPS         int  // the history rows' rate-limited forwarding row (dnsperf -Q); 0 skips it
 
 	// dnsdist is whether dnsdist is measured beside nxdnsd; dnsdistBin its
 	// binary, and dnsdistSkip why it is not measured when it is not.
@@ -75,6 +76,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&c.forwardCache, "forward-cache", false, "the forwarding row with nxdnsd's cache on, so that every query is a miss: the miss path's cost (a binary without a cache forwards as it is)")
 	fs.IntVar(&c.blockRules, "block-rules", 0, "with -throughput: the blocking rows (issue 27): the forwarding and hits rows again with a generated list of this many rules in force, and a blocked-name row (every query blocked); 0 skips them")
 	fs.BoolVar(&c.history, "history", false, "with -throughput: the history rows (issue 28): the forwarding and hits rows again with the query history on, in a file of the work directory, and its rows lost (nxdns_history_dropped_total); every other row runs with [history] enabled = false")
+	fs.IntVar(&c.historyQPS, "history-qps", 20_000, "with -history: one more forwarding row with the history on, dnsperf -Q this many queries a second, which must lose no row (issue 28); 0 skips it")
 	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
 	fs.StringVar(&c.dnsdistBin, "dnsdist-bin", "dnsdist", "dnsdist binary")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
