@@ -29,12 +29,13 @@ type historian struct {
 	log *zap.Logger
 
 	cur     atomic.Pointer[historyState] // or nil: history off, unavailable, or still opening
-	opening atomic.Bool                  // an Open is running: the rows meanwhile are dropped and counted
+	opening atomic.Bool                  // an apply is closing the old and opening the new: the rows meanwhile are dropped and counted
 	early   atomic.Uint64                // rows dropped while opening
 
-	// routes serves the API of the current history; its patterns are
-	// registered once on the admin mux.
-	off *http.ServeMux // the API of no history: 503
+	// off serves the API while no history is open: 503. Register puts
+	// the patterns on the admin mux once; each request goes to the open
+	// history's mux (historyState) or to this one.
+	off *http.ServeMux
 
 	mu      sync.Mutex // guards following
 	cfg     config.History
