@@ -320,7 +320,7 @@ func TestHistoryOffReloadOnAndRetry(t *testing.T) {
 	o := startObserved(t, upstreamTOML(up.Addr)+"[history]\nenabled = false\n", false, options{})
 	reload := func(src string) {
 		t.Helper()
-		if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCache(src))) }); err != nil {
+		if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCacheOrHistory(src))) }); err != nil {
 			t.Fatal(err)
 		}
 		<-o.d.history.opened()
@@ -391,7 +391,7 @@ func TestHistoryReloadSameFile(t *testing.T) {
 	<-o.d.history.opened()
 	before := o.d.history.current()
 	ask(t, "udp", o.udp, wiretest.Query("before.example.", dns.TypeA))
-	if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCache(src(3)))) }); err != nil {
+	if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCacheOrHistory(src(3)))) }); err != nil {
 		t.Fatal(err)
 	}
 	<-o.d.history.opened()
