@@ -41,10 +41,14 @@ const h2MaxStreams = DefaultMaxQueriesPerConnection
 // stream to send it (the protocol's initial 65,535): a query fits whole.
 const h2Window = 65535
 
+// h2MaxFrame is the largest frame a client may send: the protocol's
+// initial SETTINGS_MAX_FRAME_SIZE, which nxdnsd does not raise.
+const h2MaxFrame = 16384
+
 // h2Conn is one DoH connection over HTTP/2.
 type h2Conn struct {
 	s      *Server
-	conn   *tls.Conn
+	conn   net.Conn // a *tls.Conn; an in-memory one in FuzzServeH2
 	client netip.AddrPort
 	br     *bufio.Reader
 	fr     *http2.Framer
@@ -84,7 +88,7 @@ type h2Answer struct {
 // serveH2 serves conn, whose handshake chose h2, until the client goes,
 // idles, errs or Shutdown; it waits for the answers in flight before it
 // closes conn.
-func (s *Server) serveH2(conn *tls.Conn, client netip.AddrPort) {
+func (s *Server) serveH2(conn net.Conn, client netip.AddrPort) {
 	c := &h2Conn{
 		s: s, conn: conn, client: client,
 		br:         bufio.NewReaderSize(conn, 16<<10),
@@ -96,6 +100,11 @@ func (s *Server) serveH2(conn *tls.Conn, client netip.AddrPort) {
 	}
 	c.bw = bufio.NewWriterSize(conn, 16<<10)
 	c.fr = http2.NewFramer(c.bw, c.br)
+	// The framer reads up to 16 MiB by default, allocating what a
+	// frame's header announces before its payload comes; the client
+	// may send no more than the SETTINGS_MAX_FRAME_SIZE nxdnsd leaves
+	// at its initial value.
+	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = maxHeaderBytes
 	c.henc = hpack.NewEncoder(&c.hbuf)
@@ -146,6 +155,8 @@ func (c *h2Conn) serve() {
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
 				c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCode(ce), nil) })
+			} else if errors.Is(err, http2.ErrFrameTooLarge) {
+				c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCodeFrameSize, nil) })
 			}
 			s.log.Debug("https: reading an http/2 frame", zap.Stringer("client", c.client), zap.Error(err))
 			return
