@@ -194,11 +194,13 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 		}
 		c.wmu.Lock()
 		err := f.ForeachSetting(func(st http2.Setting) error {
+			// Out of range (RFC 9113 6.5.2): a MAX_FRAME_SIZE under
+			// 16,384 would leave every answer's DATA unsent.
+			if err := st.Valid(); err != nil {
+				return err
+			}
 			switch st.ID {
 			case http2.SettingInitialWindowSize:
-				if st.Val > 1<<31-1 {
-					return http2.ConnectionError(http2.ErrCodeFlowControl)
-				}
 				delta := int64(st.Val) - c.sendInit
 				c.sendInit = int64(st.Val)
 				for id := range c.sendStream {
@@ -213,6 +215,12 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 			}
 			return nil
 		})
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			c.wmu.Unlock()
+			c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCode(ce), nil) })
+			return false
+		}
 		if err == nil {
 			err = c.fr.WriteSettingsAck()
 		}

@@ -237,3 +237,46 @@ func TestDoHFrameTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// A SETTINGS value out of its range (RFC 9113 6.5.2) ends the connection
+// with GOAWAY and the error the RFC names, before any request is served:
+// a MAX_FRAME_SIZE of 0 used to be taken, and every answer's HEADERS went
+// out without its DATA, the stream left waiting until the idle timeout.
+func TestDoHSettingsOutOfRange(t *testing.T) {
+	t.Parallel()
+	s := &Server{Handler: HandlerFunc(echo)}
+	startServer(t, s)
+	q := b64(pack(t, newQuery(1, "example.org.")))
+	for _, tt := range []struct {
+		st   http2.Setting
+		want http2.ErrCode
+	}{
+		{http2.Setting{ID: http2.SettingMaxFrameSize, Val: 0}, http2.ErrCodeProtocol},
+		{http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 24}, http2.ErrCodeProtocol},
+		{http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31}, http2.ErrCodeFlowControl},
+		{http2.Setting{ID: http2.SettingEnablePush, Val: 2}, http2.ErrCodeProtocol},
+	} {
+		in := newH2Input(true)
+		in.fr.WriteSettings(tt.st)
+		in.headers(1, true, h2Request("GET", DoHPath+"?dns="+q)...)
+		conn := &memConn{r: bytes.NewReader(in.bytes())}
+		s.serveH2(conn, netip.MustParseAddrPort("127.0.0.2:5353"))
+		fr := http2.NewFramer(nil, bytes.NewReader(conn.out.Bytes()))
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("%v: no GOAWAY: %v", tt.st, err)
+			}
+			if f.Header().Type == http2.FrameHeaders {
+				t.Fatalf("%v: a request answered", tt.st)
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				if g.ErrCode != tt.want {
+					t.Errorf("%v: GOAWAY %v, want %v", tt.st, g.ErrCode, tt.want)
+				}
+				break
+			}
+		}
+	}
+}
