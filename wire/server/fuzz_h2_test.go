@@ -276,7 +276,8 @@ func (h *fuzzH2Handler) ServeDNS(_ context.Context, req *Request) []byte {
 // checkH2Output reads what serveH2 wrote for the client's bytes in: without
 // the preface, at most a GOAWAY; with it, SETTINGS first, then only frames that parse,
 // responses only on odd streams the client opened with HEADERS (at most
-// once each), and the stream of every DATA frame answered before it.
+// once each), the stream of every DATA frame answered before it, and one
+// GOAWAY at most.
 func checkH2Output(t *testing.T, in, out []byte) {
 	t.Helper()
 	preface := bytes.HasPrefix(in, []byte(http2.ClientPreface))
@@ -287,6 +288,7 @@ func checkH2Output(t *testing.T, in, out []byte) {
 	fr := http2.NewFramer(nil, bytes.NewReader(out))
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	answered := make(map[uint32]bool)
+	goAways := 0
 	for i := 0; ; i++ {
 		fm, err := fr.ReadFrame()
 		if errors.Is(err, io.EOF) {
@@ -317,6 +319,9 @@ func checkH2Output(t *testing.T, in, out []byte) {
 				t.Fatalf("DATA on stream %d before its HEADERS", id)
 			}
 		case *http2.GoAwayFrame:
+			if goAways++; goAways > 1 {
+				t.Fatalf("a second GOAWAY (%v)", fm.ErrCode)
+			}
 		default:
 			if i == 0 {
 				t.Fatalf("the first frame is %v, not SETTINGS", fm.Header().Type)

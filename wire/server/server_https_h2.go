@@ -63,6 +63,7 @@ type h2Conn struct {
 	henc       *hpack.Encoder
 	hbuf       bytes.Buffer
 	broken     bool             // a write failed: nothing more is written
+	goneAway   bool             // the loop sent GOAWAY with an error: serveH2 sends no other
 	sendConn   int64            // the connection's send window
 	sendInit   int64            // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	sendStream map[uint32]int64 // the send window of each stream being answered
@@ -112,7 +113,9 @@ func (s *Server) serveH2(conn net.Conn, client netip.AddrPort) {
 	c.queries.Wait()
 	c.wmu.Lock()
 	if !c.broken {
-		_ = c.fr.WriteGoAway(c.lastID, http2.ErrCodeNo, nil)
+		if !c.goneAway {
+			_ = c.fr.WriteGoAway(c.lastID, http2.ErrCodeNo, nil)
+		}
 		_ = c.bw.Flush()
 	}
 	c.wmu.Unlock()
@@ -154,9 +157,9 @@ func (c *h2Conn) serve() {
 			}
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
-				c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCode(ce), nil) })
+				c.goAway(http2.ErrCode(ce))
 			} else if errors.Is(err, http2.ErrFrameTooLarge) {
-				c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCodeFrameSize, nil) })
+				c.goAway(http2.ErrCodeFrameSize)
 			}
 			s.log.Debug("https: reading an http/2 frame", zap.Stringer("client", c.client), zap.Error(err))
 			return
@@ -218,7 +221,7 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 		var ce http2.ConnectionError
 		if errors.As(err, &ce) {
 			c.wmu.Unlock()
-			c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCode(ce), nil) })
+			c.goAway(http2.ErrCode(ce))
 			return false
 		}
 		if err == nil {
@@ -259,7 +262,7 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 func (c *h2Conn) headers(f *http2.MetaHeadersFrame) bool {
 	id := f.StreamID
 	if id <= c.lastID || id%2 == 0 {
-		c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCodeProtocol, nil) })
+		c.goAway(http2.ErrCodeProtocol)
 		return false
 	}
 	c.lastID = id
@@ -511,6 +514,15 @@ func (c *h2Conn) dropLocked(id uint32) {
 		delete(c.sendStream, id)
 		c.inFlight--
 	}
+}
+
+// goAway sends GOAWAY with code, an error's, as the loop's last frame:
+// the client then reads that code, not the NO_ERROR of serveH2's close.
+func (c *h2Conn) goAway(code http2.ErrCode) {
+	c.write(func() error {
+		c.goneAway = true
+		return c.fr.WriteGoAway(c.lastID, code, nil)
+	})
 }
 
 // write runs one frame write under the lock.
