@@ -33,6 +33,8 @@ type memConn struct {
 	closed bool
 }
 
+var _ net.Conn = (*memConn)(nil)
+
 func (c *memConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	closed := c.closed
