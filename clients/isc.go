@@ -91,18 +91,26 @@ func parseISCLeases(data []byte) parsed {
 	return p
 }
 
-// iscTime parses a dhcpd.leases(5) date: "W YYYY/MM/DD HH:MM:SS" in UTC,
-// "epoch N", or "never" (the zero time: no end).
+// iscTime parses a dhcpd.leases(5) date: "W YYYY/MM/DD HH:MM:SS" in UTC
+// (one before 1970 as the epoch), "epoch N" (N at most maxLeaseEnd), or
+// "never" (the zero time: no end).
+var unixEpoch = time.Unix(0, 0).UTC()
+
 func iscTime(s string) (time.Time, bool) {
 	switch f := strings.Fields(s); {
 	case len(f) == 1 && f[0] == "never":
 		return time.Time{}, true
 	case len(f) == 3 && f[0] != "epoch":
 		t, err := time.Parse("2006/01/02 15:04:05", f[1]+" "+f[2])
+		if err == nil && t.Before(unixEpoch) {
+			// Over long ago; and 0001/01/01 00:00:00, the zero
+			// time, is not "never".
+			t = unixEpoch
+		}
 		return t, err == nil
 	case len(f) == 2 && f[0] == "epoch":
 		n, err := strconv.ParseInt(f[1], 10, 64)
-		return time.Unix(n, 0), err == nil && n >= 0
+		return time.Unix(n, 0), err == nil && n >= 0 && n <= maxLeaseEnd
 	}
 	return time.Time{}, false
 }

@@ -105,7 +105,7 @@ func parseDnsmasqLeases(data []byte) parsed {
 		exp, err := strconv.ParseInt(fields[0], 10, 64)
 		addr, aerr := netip.ParseAddr(fields[2])
 		name := fields[3]
-		if err != nil || exp < 0 || aerr != nil || name != "*" && !validName(name) {
+		if err != nil || exp < 0 || exp > maxLeaseEnd || aerr != nil || name != "*" && !validName(name) {
 			p.badLine(n)
 			return
 		}
@@ -120,6 +120,12 @@ func parseDnsmasqLeases(data []byte) parsed {
 	})
 	return p
 }
+
+// maxLeaseEnd is the latest end of a lease, in seconds since the epoch:
+// the end of year 9999. A later one is malformed: past about 2^63 - 2^35
+// seconds time.Unix wraps round to a date long past, which made a lease
+// ending in 292 billion years one that had ended.
+const maxLeaseEnd = 253402300799
 
 // validName reports whether s is a host name as lease and hosts files
 // hold them: labels of letters, digits, '-' and '_', 1 to 63 bytes each,

@@ -111,3 +111,22 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// A lease's end past the year 9999 is malformed (time.Unix wraps round
+// past 2^63 - 2^35 seconds: such a lease had ended, long ago), and an ISC
+// lease that ended in the year 1, the zero time, has ended: it is not
+// "ends never".
+func TestLeaseEnds(t *testing.T) {
+	t.Parallel()
+	p := parseLeases([]byte("9223372036854775807 aa 192.168.1.24 far *\n253402300800 aa 192.168.1.25 past-9999 *\n" +
+		"253402300799 aa 192.168.1.26 last *\n"))
+	if p.bad != 2 || len(p.bindings) != 1 || p.bindings[0].name != "last" {
+		t.Errorf("dnsmasq: %d bad, bindings %+v", p.bad, p.bindings)
+	}
+	p = parseLeases([]byte("lease 192.168.1.30 {\n ends epoch 9223372036854775807;\n client-hostname \"far\";\n}\n" +
+		"lease 192.168.1.31 {\n ends 1 0001/01/01 00:00:00;\n client-hostname \"year-one\";\n}\n"))
+	if p.bad != 1 || len(p.bindings) != 1 || p.bindings[0].name != "year-one" || p.bindings[0].expires.IsZero() ||
+		!p.bindings[0].expires.Before(time.Now()) {
+		t.Errorf("ISC: %d bad, bindings %+v", p.bad, p.bindings)
+	}
+}

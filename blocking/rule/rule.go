@@ -60,7 +60,8 @@ type Rule struct {
 // is not counted as skipped by lists).
 //
 // Parse does not compile regular expressions (see Compile) and does not
-// allocate.
+// allocate, but for a line whose first word is an IPv6 address other
+// than :: and ::1, or hex digits and colons (netip's string and error).
 func Parse(line []byte, allowList bool, emit func(Rule)) (n int, comment bool) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] == '#' || line[0] == '!' {
@@ -127,20 +128,57 @@ func Parse(line []byte, allowList bool, emit func(Rule)) (n int, comment bool) {
 }
 
 // isAddr reports whether s is an IP address, the first field of a hosts
-// line. The addresses of block lists are tested without netip (whose
-// error would make the conversion to a string allocate on every line).
+// line. netip's error for a word that is not an address allocates, on
+// every such line (a plain domain of hex letters with a comment: `cafe.de
+// # …`), so IPv4 is parsed here, as strictly as netip does, and only a
+// word with a colon, of hex digits, dots, colons and '%', is given to
+// netip.
 func isAddr(s []byte) bool {
 	switch string(s) {
 	case "0.0.0.0", "127.0.0.1", "::", "::1":
 		return true
 	}
+	colon := false
 	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '.' || c == ':' || c == '%') {
+		switch {
+		case c == ':':
+			colon = true
+		case c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '.' || c == '%':
+		default:
 			return false
 		}
 	}
+	if !colon {
+		return isIPv4(s)
+	}
 	_, err := netip.ParseAddr(string(s))
 	return err == nil
+}
+
+// isIPv4 reports whether s is a dotted-quad IPv4 address as netip reads
+// one: four decimal fields of at most 255, without leading zeros.
+func isIPv4(s []byte) bool {
+	fields, val, digits := 0, 0, 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if digits == 0 {
+				return false
+			}
+			fields++
+			val, digits = 0, 0
+			continue
+		}
+		c := s[i]
+		if c < '0' || c > '9' || digits > 0 && val == 0 {
+			return false // not a digit, or after a leading zero
+		}
+		val = val*10 + int(c-'0')
+		digits++
+		if val > 255 {
+			return false
+		}
+	}
+	return fields == 4
 }
 
 // adblock reads `name^` (the `||` already cut off): nothing may follow the

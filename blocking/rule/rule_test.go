@@ -72,7 +72,8 @@ func TestParse(t *testing.T) {
 // with the line buffer alone.
 func TestParseAllocatesNothing(t *testing.T) {
 	lines := [][]byte{[]byte("0.0.0.0 ads.example"), []byte("||Ads.example^"), []byte("plain.example"),
-		[]byte("*.w.example"), []byte("/re/"), []byte("# c"), []byte("0.0.0.0 a.example b.example")}
+		[]byte("*.w.example"), []byte("/re/"), []byte("# c"), []byte("0.0.0.0 a.example b.example"),
+		[]byte("cafe.de # hex letters"), []byte("1.2.3 not.an.address")}
 	sink := 0
 	allocs := testing.AllocsPerRun(100, func() {
 		for _, l := range lines {

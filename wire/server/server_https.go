@@ -221,7 +221,10 @@ func (s *Server) httpsConnState(c net.Conn, state http.ConnState) {
 
 // serveHTTPS answers one DoH request.
 func (s *Server) serveHTTPS(w http.ResponseWriter, r *http.Request) {
-	name, ok := dohClientName(r.URL.Path)
+	// The path as sent, as HTTP/2's loop reads it: a client name is
+	// never percent-encoded (DoHPath%2FNAME, DoHPath/%6Eame are not
+	// DoH's).
+	name, ok := dohClientName(r.URL.EscapedPath())
 	if !ok {
 		http.NotFound(w, r)
 		return

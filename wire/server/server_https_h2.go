@@ -41,10 +41,14 @@ const h2MaxStreams = DefaultMaxQueriesPerConnection
 // stream to send it (the protocol's initial 65,535): a query fits whole.
 const h2Window = 65535
 
+// h2MaxFrame is the largest frame a client may send: the protocol's
+// initial SETTINGS_MAX_FRAME_SIZE, which nxdnsd does not raise.
+const h2MaxFrame = 16384
+
 // h2Conn is one DoH connection over HTTP/2.
 type h2Conn struct {
 	s      *Server
-	conn   *tls.Conn
+	conn   net.Conn // a *tls.Conn; an in-memory one in FuzzServeH2
 	client netip.AddrPort
 	br     *bufio.Reader
 	fr     *http2.Framer
@@ -59,6 +63,7 @@ type h2Conn struct {
 	henc       *hpack.Encoder
 	hbuf       bytes.Buffer
 	broken     bool             // a write failed: nothing more is written
+	goneAway   bool             // the loop sent GOAWAY with an error: serveH2 sends no other
 	sendConn   int64            // the connection's send window
 	sendInit   int64            // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	sendStream map[uint32]int64 // the send window of each stream being answered
@@ -84,7 +89,7 @@ type h2Answer struct {
 // serveH2 serves conn, whose handshake chose h2, until the client goes,
 // idles, errs or Shutdown; it waits for the answers in flight before it
 // closes conn.
-func (s *Server) serveH2(conn *tls.Conn, client netip.AddrPort) {
+func (s *Server) serveH2(conn net.Conn, client netip.AddrPort) {
 	c := &h2Conn{
 		s: s, conn: conn, client: client,
 		br:         bufio.NewReaderSize(conn, 16<<10),
@@ -96,6 +101,11 @@ func (s *Server) serveH2(conn *tls.Conn, client netip.AddrPort) {
 	}
 	c.bw = bufio.NewWriterSize(conn, 16<<10)
 	c.fr = http2.NewFramer(c.bw, c.br)
+	// The framer reads up to 16 MiB by default, allocating what a
+	// frame's header announces before its payload comes; the client
+	// may send no more than the SETTINGS_MAX_FRAME_SIZE nxdnsd leaves
+	// at its initial value.
+	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = maxHeaderBytes
 	c.henc = hpack.NewEncoder(&c.hbuf)
@@ -103,7 +113,9 @@ func (s *Server) serveH2(conn *tls.Conn, client netip.AddrPort) {
 	c.queries.Wait()
 	c.wmu.Lock()
 	if !c.broken {
-		_ = c.fr.WriteGoAway(c.lastID, http2.ErrCodeNo, nil)
+		if !c.goneAway {
+			_ = c.fr.WriteGoAway(c.lastID, http2.ErrCodeNo, nil)
+		}
 		_ = c.bw.Flush()
 	}
 	c.wmu.Unlock()
@@ -145,7 +157,9 @@ func (c *h2Conn) serve() {
 			}
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
-				c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCode(ce), nil) })
+				c.goAway(http2.ErrCode(ce))
+			} else if errors.Is(err, http2.ErrFrameTooLarge) {
+				c.goAway(http2.ErrCodeFrameSize)
 			}
 			s.log.Debug("https: reading an http/2 frame", zap.Stringer("client", c.client), zap.Error(err))
 			return
@@ -183,11 +197,13 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 		}
 		c.wmu.Lock()
 		err := f.ForeachSetting(func(st http2.Setting) error {
+			// Out of range (RFC 9113 6.5.2): a MAX_FRAME_SIZE under
+			// 16,384 would leave every answer's DATA unsent.
+			if err := st.Valid(); err != nil {
+				return err
+			}
 			switch st.ID {
 			case http2.SettingInitialWindowSize:
-				if st.Val > 1<<31-1 {
-					return http2.ConnectionError(http2.ErrCodeFlowControl)
-				}
 				delta := int64(st.Val) - c.sendInit
 				c.sendInit = int64(st.Val)
 				for id := range c.sendStream {
@@ -202,6 +218,12 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 			}
 			return nil
 		})
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			c.wmu.Unlock()
+			c.goAway(http2.ErrCode(ce))
+			return false
+		}
 		if err == nil {
 			err = c.fr.WriteSettingsAck()
 		}
@@ -240,7 +262,7 @@ func (c *h2Conn) frame(f http2.Frame) bool {
 func (c *h2Conn) headers(f *http2.MetaHeadersFrame) bool {
 	id := f.StreamID
 	if id <= c.lastID || id%2 == 0 {
-		c.write(func() error { return c.fr.WriteGoAway(c.lastID, http2.ErrCodeProtocol, nil) })
+		c.goAway(http2.ErrCodeProtocol)
 		return false
 	}
 	c.lastID = id
@@ -492,6 +514,15 @@ func (c *h2Conn) dropLocked(id uint32) {
 		delete(c.sendStream, id)
 		c.inFlight--
 	}
+}
+
+// goAway sends GOAWAY with code, an error's, as the loop's last frame:
+// the client then reads that code, not the NO_ERROR of serveH2's close.
+func (c *h2Conn) goAway(code http2.ErrCode) {
+	c.write(func() error {
+		c.goneAway = true
+		return c.fr.WriteGoAway(c.lastID, code, nil)
+	})
 }
 
 // write runs one frame write under the lock.

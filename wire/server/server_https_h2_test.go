@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
+	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -198,6 +200,83 @@ func TestDoHHeaderTableSize(t *testing.T) {
 			t.Fatalf("request %d: status %q", i, h.PseudoValue("status"))
 		}
 		for d := c.next(t, http2.FrameData).(*http2.DataFrame); !d.StreamEnded(); d = c.next(t, http2.FrameData).(*http2.DataFrame) {
+		}
+	}
+}
+
+// A frame longer than SETTINGS_MAX_FRAME_SIZE (16,384: nxdnsd announces
+// no other) ends the connection with GOAWAY FRAME_SIZE_ERROR as soon as
+// its header is read (RFC 9113 4.2), without the buffer it announces:
+// the framer's default would allocate the 16 MiB a 9-byte header claims,
+// and keep it for the connection's life.
+func TestDoHFrameTooLarge(t *testing.T) {
+	s := &Server{Handler: HandlerFunc(echo)}
+	startServer(t, s)
+	in := newH2Input(true)
+	in.fr.WriteSettings()
+	in.buf.Write([]byte{0xff, 0xff, 0xff, byte(http2.FrameData), 0, 0, 0, 0, 1})
+	conn := &memConn{r: bytes.NewReader(in.bytes())}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s.serveH2(conn, netip.MustParseAddrPort("127.0.0.2:5353"))
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("serveH2 allocated %d bytes for a frame header", alloc)
+	}
+	fr := http2.NewFramer(nil, bytes.NewReader(conn.out.Bytes()))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeFrameSize {
+				t.Errorf("GOAWAY %v, want FRAME_SIZE_ERROR", g.ErrCode)
+			}
+			return
+		}
+	}
+}
+
+// A SETTINGS value out of its range (RFC 9113 6.5.2) ends the connection
+// with GOAWAY and the error the RFC names, before any request is served:
+// a MAX_FRAME_SIZE of 0 used to be taken, and every answer's HEADERS went
+// out without its DATA, the stream left waiting until the idle timeout.
+func TestDoHSettingsOutOfRange(t *testing.T) {
+	t.Parallel()
+	s := &Server{Handler: HandlerFunc(echo)}
+	startServer(t, s)
+	q := b64(pack(t, newQuery(1, "example.org.")))
+	for _, tt := range []struct {
+		st   http2.Setting
+		want http2.ErrCode
+	}{
+		{http2.Setting{ID: http2.SettingMaxFrameSize, Val: 0}, http2.ErrCodeProtocol},
+		{http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 24}, http2.ErrCodeProtocol},
+		{http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31}, http2.ErrCodeFlowControl},
+		{http2.Setting{ID: http2.SettingEnablePush, Val: 2}, http2.ErrCodeProtocol},
+	} {
+		in := newH2Input(true)
+		in.fr.WriteSettings(tt.st)
+		in.headers(1, true, h2Request("GET", DoHPath+"?dns="+q)...)
+		conn := &memConn{r: bytes.NewReader(in.bytes())}
+		s.serveH2(conn, netip.MustParseAddrPort("127.0.0.2:5353"))
+		fr := http2.NewFramer(nil, bytes.NewReader(conn.out.Bytes()))
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("%v: no GOAWAY: %v", tt.st, err)
+			}
+			if f.Header().Type == http2.FrameHeaders {
+				t.Fatalf("%v: a request answered", tt.st)
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				if g.ErrCode != tt.want {
+					t.Errorf("%v: GOAWAY %v, want %v", tt.st, g.ErrCode, tt.want)
+				}
+				break
+			}
 		}
 	}
 }
