@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -121,12 +122,29 @@ func epochOf(t time.Time) int64 { return t.UnixNano() >> epochShift }
 
 // arrive counts c active in now's epoch. It writes only at c's first query
 // of an epoch.
+//
+// Of c's queries racing at the start of an epoch, one counts c; the
+// others must not go on before it has, or they would weigh themselves
+// among too few clients (a lone client, which waits where it should be
+// refused, and which no kick then wakes). So the one counting marks c's
+// epoch -e while it counts, and the others wait the few nanoseconds that
+// takes.
 func (s *shares) arrive(c *clientShare, now time.Time) {
 	e := epochOf(now)
-	old := c.epoch.Load()
-	if old >= e || !c.epoch.CompareAndSwap(old, e) {
-		return // counted already (or by a query of its racing this one)
+	for {
+		old := c.epoch.Load()
+		switch {
+		case old >= e:
+			return // counted already
+		case old < 0:
+			runtime.Gosched() // being counted by a query of its racing this one
+			continue
+		}
+		if c.epoch.CompareAndSwap(old, -e) {
+			break
+		}
 	}
+	defer c.epoch.Store(e)
 	a := &s.active[e&1]
 	tag := uint64(uint32(e)) << 32
 	for {

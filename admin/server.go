@@ -96,6 +96,11 @@ type Config struct {
 	// (server.allow); the others are answered 403. Nil allows everyone.
 	Allow func(netip.Addr) bool
 
+	// Routes, or nil, mounts more of the API on the same mux, behind the
+	// same checks: the blocking API of spec section 11
+	// (blocking.Manager.Register).
+	Routes func(mux *http.ServeMux)
+
 	// Hosts are the names (or IPs) a request's Host may give beside the
 	// listener's own address, loopback and localhost (admin.hosts); any
 	// other Host is answered 421 (host.go).
@@ -142,8 +147,9 @@ func New(cfg Config) *Server {
 }
 
 // Handler returns the routes: GET (and HEAD) / (the status page),
-// /metrics, /api/health, /api/queries, /api/stats, /livez and /readyz;
-// any other method gets 405, any other path 404. A client outside
+// /metrics, /api/health, /api/queries, /api/stats, /livez and /readyz,
+// and those cfg.Routes mounts; any other method gets 405, any other path
+// 404. A client outside
 // cfg.Allow gets 403, then a Host that does not name the listener 421
 // (checkHost).
 func (s *Server) Handler() http.Handler {
@@ -155,6 +161,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", serveStatusPage)
 	mux.HandleFunc("GET /api/queries", s.serveQueries)
 	mux.HandleFunc("GET /api/stats", s.serveStats)
+	if s.cfg.Routes != nil {
+		s.cfg.Routes(mux)
+	}
 	mux = s.withAuth(mux) // spec section 13: sessions, tokens, Origin (authmw.go)
 	h := s.checkHost(mux)
 	if s.cfg.Allow == nil {

@@ -191,13 +191,11 @@ func (m *Manager) Check(name string, client netip.Addr) (CheckResult, error) {
 		return CheckResult{}, errBadName
 	}
 	res := CheckResult{Groups: []string{}}
-	s := m.engine.active()
+	s := m.engine.snap.Load()
 	if s == nil {
-		res.Paused = m.engine.snap.Load() != nil
-		if s = m.engine.snap.Load(); s == nil {
-			return res, nil
-		}
+		return res, nil
 	}
+	res.Paused = m.engine.pausedNow()
 	g, lists := s.groupsOf(client, nil)
 	var d Decision
 	s.decideWire(wire, &lists, &d) // WireName makes only well-formed names

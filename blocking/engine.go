@@ -25,6 +25,7 @@ import (
 // use; Decide and DecideChain allocate nothing.
 type Engine struct {
 	snap   atomic.Pointer[snapshot] // nil: blocking disabled, nothing applies
+	hot    atomic.Pointer[snapshot] // snap when it holds a rule, else nil: what the query path reads
 	paused atomic.Int64             // 0 running; pausedForever; else the Unix nanoseconds it resumes at
 	now    func() time.Time         // always non-nil
 }
@@ -206,13 +207,59 @@ func (s *snapshot) decideLong(wire []byte, lists *listBits, d *Decision) bool {
 	return true
 }
 
-// active is the snapshot in force, or nil when blocking is disabled or
-// paused.
+// active is the snapshot in force, or nil when blocking is disabled,
+// holds no rule or is paused. Without a rule it costs one atomic load.
 func (e *Engine) active() *snapshot {
-	if p := e.paused.Load(); p != 0 && (p == pausedForever || e.now().UnixNano() < p) {
+	s := e.hot.Load()
+	if s == nil {
 		return nil
 	}
-	return e.snap.Load()
+	if e.pausedNow() {
+		return nil
+	}
+	return s
+}
+
+// pausedNow reports whether a pause is in force.
+func (e *Engine) pausedNow() bool {
+	p := e.paused.Load()
+	return p != 0 && (p == pausedForever || e.now().UnixNano() < p)
+}
+
+// Idle reports whether no rule is in force (blocking disabled, no list
+// loaded yet, no custom rule): Decide and DecideChain would block
+// nothing. It is one atomic load, the query path's test before it pays
+// for a decision.
+func (e *Engine) Idle() bool { return e.hot.Load() == nil }
+
+// Inspects reports whether an answer may need CNAME inspection: a rule
+// is in force and cname_inspection is on. One atomic load, as Idle.
+func (e *Engine) Inspects() bool {
+	s := e.hot.Load()
+	return s != nil && s.cname
+}
+
+// store publishes s (nil: blocking disabled) for the API and, when it
+// holds a rule, for the query path.
+func (e *Engine) store(s *snapshot) {
+	e.snap.Store(s)
+	if s != nil && !s.holdsRules() {
+		s = nil
+	}
+	e.hot.Store(s)
+}
+
+// holdsRules reports whether s has a rule that can decide anything.
+func (s *snapshot) holdsRules() bool {
+	if s.custom.set != nil {
+		return true
+	}
+	for _, lr := range s.lists {
+		if lr.set != nil && lr.set.rules > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // groupsOf returns the groups client is in (bits of s.groups) and the

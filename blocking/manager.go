@@ -254,7 +254,7 @@ func (m *Manager) metricsFor(name string) *listMetrics {
 // shared with the previous snapshot.
 func (m *Manager) publishLocked() {
 	if !m.cfg.Enabled {
-		m.engine.snap.Store(nil)
+		m.engine.store(nil)
 		return
 	}
 	s := &snapshot{cname: m.cfg.CNAMEInspection, answer: Answer{Mode: m.cfg.Answer, TTL: uint32(m.cfg.AnswerTTLS)}}
@@ -297,7 +297,7 @@ func (m *Manager) publishLocked() {
 		}
 	}
 	s.groups = append(s.groups, group{name: config.DefaultGroup, lists: defaultLists})
-	m.engine.snap.Store(s)
+	m.engine.store(s)
 }
 
 // Refresh fetches the named lists now (all when name is ""), one after

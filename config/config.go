@@ -25,6 +25,7 @@ type Config struct {
 	LocalRecords []LocalRecord  `toml:"local_records"`
 	Cache        Cache          `toml:"cache"`
 	QueryLog     QueryLog       `toml:"query_log"`
+	History      History        `toml:"history"`
 	Admin        Admin          `toml:"admin"`
 	Log          Log            `toml:"log"`
 	Clients      Clients        `toml:"clients"`  // spec section 15; clients.go

@@ -89,6 +89,7 @@ func Default() Config {
 			Path:                 "",
 		},
 		QueryLog: QueryLog{Path: "", Attempts: false},
+		History:  defaultHistory(),
 		Admin:    Admin{Listen: "127.0.0.1:8053", RecentQueries: DefaultRecentQueries},
 		Log:      Log{Level: "info"},
 		Clients:  defaultClients(),

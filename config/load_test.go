@@ -40,6 +40,8 @@ func TestDefaultTOMLDocumentsEveryKey(t *testing.T) {
 		reflect.TypeFor[Server](), reflect.TypeFor[UpstreamPolicy](), reflect.TypeFor[Upstream](),
 		reflect.TypeFor[ForwardZone](), reflect.TypeFor[LocalRecord](), reflect.TypeFor[QueryLog](),
 		reflect.TypeFor[Admin](), reflect.TypeFor[AdminToken](), reflect.TypeFor[Log](), reflect.TypeFor[Clients](), reflect.TypeFor[StaticClient](),
+		reflect.TypeFor[Blocking](), reflect.TypeFor[BlockingList](), reflect.TypeFor[BlockingGroup](),
+		reflect.TypeFor[History](),
 	} {
 		for f := range typ.Fields() {
 			key := f.Tag.Get("toml")
@@ -144,6 +146,11 @@ path = ""
 [query_log]
 path = "/var/log/nxdnsd.jsonl"
 attempts = true
+[history]
+enabled = false
+path = "/var/lib/nxdnsd/history.db"
+retention_days = 2
+max_mib = 64
 [admin]
 listen = ""
 recent_queries = 50
@@ -169,6 +176,7 @@ addresses = ["192.0.2.50", "2001:db8::50"]
 		LocalRecords: []LocalRecord{{Name: "x.home.arpa.", Type: "TXT", Value: "hello", TTL: 0}},
 		Cache:        Cache{MinTTLS: 7, MaxTTLS: 70, StaleClientTimeoutMS: 1},
 		QueryLog:     QueryLog{Path: "/var/log/nxdnsd.jsonl", Attempts: true},
+		History:      History{Path: "/var/lib/nxdnsd/history.db", RetentionDays: 2, MaxMiB: 64},
 		Admin:        Admin{Listen: "", RecentQueries: 50},
 		Log:          Log{Level: "error"},
 		Clients: Clients{HostsFiles: []string{"/etc/hosts"}, LeasesFiles: []string{"/var/lib/misc/dnsmasq.leases"},

@@ -11,7 +11,8 @@ import (
 // The configuration the archive and the Debian package ship saves the
 // cache in the state directory that the unit both ship asks systemd for
 // (the archive's unit had none, so every shutdown failed to save it),
-// and serves both address families.
+// (as the block lists' copies, blocking.state_dir), and serves both
+// address families.
 func TestShippedConfigurationAgreesWithTheUnit(t *testing.T) {
 	t.Parallel()
 	cfg, err := Load("../deploy/nxdns.toml")
@@ -29,6 +30,9 @@ func TestShippedConfigurationAgreesWithTheUnit(t *testing.T) {
 	}
 	if !strings.Contains(string(unit), "\nStateDirectory="+state+"\n") {
 		t.Errorf("deploy/nxdnsd.service has no StateDirectory=%s for cache.path %q", state, cfg.Cache.Path)
+	}
+	if lists, ok := strings.CutPrefix(cfg.Blocking.StateDir, "/var/lib/"+state+"/"); !ok || lists == "" {
+		t.Errorf("blocking.state_dir = %q, want a directory under the unit's StateDirectory /var/lib/%s", cfg.Blocking.StateDir, state)
 	}
 	assertBothFamilies(t, "deploy/nxdns.toml", cfg.Server.Listen)
 }

@@ -54,6 +54,7 @@ func (c *Config) check() Problems {
 	ck.localRecords(c.LocalRecords)
 	ck.cache(c.Cache)
 	ck.queryLogPath(c.QueryLog.Path)
+	ck.history(c.History)
 	if l := c.Admin.Listen; l != "" {
 		if ap, ok := ck.bindAddr("admin.listen", l); ok && ap.Port() != 0 {
 			if i, clash := listens[ap]; clash {

@@ -18,9 +18,9 @@ import (
 // own network namespace: a client nxdnsd names by its PTR record.
 const lanClient = "192.168.1.50"
 
-// askFrom sends a query for name over UDP from the local address from to
+// askNamed sends a query for name over UDP from the local address from to
 // addr.
-func askFrom(tb testing.TB, from, addr, name string) *dns.Msg {
+func askNamed(tb testing.TB, from, addr, name string) *dns.Msg {
 	tb.Helper()
 	c := &dns.Client{Net: "udp", Timeout: 3 * time.Second,
 		Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(from)}}}
@@ -54,9 +54,9 @@ zone = "168.192.in-addr.arpa."
 resolver = %q
 `, router.Addr), false, options{onClientsChange: onChange})
 
-	askFrom(t, lanClient, o.udp, "one.example.")
+	askNamed(t, lanClient, o.udp, "one.example.")
 	waitName(t, o.d, changed, netip.MustParseAddr(lanClient), "tablet.lan")
-	askFrom(t, lanClient, o.udp, "two.example.")
+	askNamed(t, lanClient, o.udp, "two.example.")
 
 	lines := o.logLines(t)
 	if len(lines) != 2 {
@@ -95,11 +95,11 @@ zone = "168.192.in-addr.arpa."
 resolver = %q
 `, router.Addr), false, options{})
 
-	if r := askFrom(t, lanClient, o.udp, "one.example."); len(r.Answer) != 1 {
+	if r := askNamed(t, lanClient, o.udp, "one.example."); len(r.Answer) != 1 {
 		t.Fatalf("first query: %v, want the upstream's answer", r.Answer)
 	}
 	<-asked // the lookup is at the resolver, held there
-	if r := askFrom(t, lanClient, o.udp, "two.example."); len(r.Answer) != 1 {
+	if r := askNamed(t, lanClient, o.udp, "two.example."); len(r.Answer) != 1 {
 		t.Fatalf("second query: %v, want the upstream's answer", r.Answer)
 	}
 	for i, l := range o.logLines(t) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/admin"
+	"github.com/nxdnsd/nxdnsd/blocking"
 	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
@@ -57,6 +58,12 @@ type Daemon struct {
 	qlog    *querylog.Logger // or nil: query_log.path is ""
 	admin   *admin.Server    // or nil: admin.listen is ""
 
+	// blocking owns the lists (spec section 11), once per daemon: every
+	// generation's handler decides through its Engine, and a reload
+	// hands it the new [blocking] table. Always non-nil.
+	blocking  *blocking.Manager
+	listHosts *bootstrap.Resolver // the list hosts' lookup, through the pool
+
 	live atomic.Bool // DNS is served: from Start until Shutdown begins
 
 	// level, or nil, is the logger's level: a reload sets it to log.level.
@@ -93,6 +100,7 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	}()
 
 	d.metrics = newMetrics(cfg, enabledNames(cfg), opts.version)
+	d.newBlocking()
 	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts, d.metrics); err != nil {
 		return nil, err
 	}
@@ -123,9 +131,11 @@ func localRecords(rs []config.LocalRecord) []query.Record {
 	return out
 }
 
-// Start binds every listener, the admin server's included, and starts
-// serving. On an error nothing is left running.
+// Start loads the block lists' last good copies (their downloads go on
+// in the background), binds every listener, the admin server's
+// included, and starts serving. On an error nothing is left running.
 func (d *Daemon) Start() error {
+	d.blocking.Start(context.Background())
 	if d.admin != nil {
 		if err := d.admin.Start(); err != nil {
 			d.abandon()
@@ -166,6 +176,7 @@ func adminString(ap netip.AddrPort) string {
 
 // abandon releases whatever New built, for a New or a Start that failed.
 func (d *Daemon) abandon() {
+	d.closeBlocking() // first: a fetch of its may be asking the pool
 	if d.clients != nil {
 		d.clients.Close()
 	}
@@ -216,8 +227,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 	}
 	// No query runs any more: the generations a reload retired drain and
-	// close, and the listeners it removed have stopped.
+	// close, and the listeners it removed have stopped. The lists' loop
+	// stops before the pool its fetches look hosts up through.
 	d.bg.Wait()
+	d.closeBlocking()
 	g := d.front.current()
 	g.handler.Close() // the cache's refreshes end
 	d.saveCache()

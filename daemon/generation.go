@@ -195,16 +195,17 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
 	}
 	g.handler, err = query.NewHandler(query.HandlerConfig{
-		Zones:   zones,
-		Records: localRecords(cfg.LocalRecords),
-		Pool:    g.pool,
-		Hooks:   d.hooks,
-		Cache:   d.cacheConfig(cfg, g.pool),
-		Allow:   cfg.Server.AllowPrefixes,
-		Loops:   g.loops,
-		Clients: d.clients,
-		Rebind:  protection(cfg),
-		Routers: routers(cfg, g.pool),
+		Zones:    zones,
+		Records:  localRecords(cfg.LocalRecords),
+		Pool:     g.pool,
+		Hooks:    d.hooks,
+		Cache:    d.cacheConfig(cfg, g.pool),
+		Allow:    cfg.Server.AllowPrefixes,
+		Loops:    g.loops,
+		Clients:  d.clients,
+		Rebind:   protection(cfg),
+		Routers:  routers(cfg, g.pool),
+		Blocking: d.blocking.Engine(),
 	})
 	if err != nil {
 		return nil, err

@@ -171,6 +171,7 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Allow:    func(a netip.Addr) bool { return d.front.current().handler.Allows(a) },
 		Hosts:    d.cfg.Admin.Hosts,
 		Auth:     adminAuth(d.cfg.Admin),
+		Routes:   d.blocking.Register,
 	})
 }
 

@@ -113,6 +113,7 @@ type logLine struct {
 	QType      *string  `json:"qtype"`
 	Rcode      string   `json:"rcode"`
 	Source     *string  `json:"source"`
+	List       *string  `json:"list"`
 	Upstream   *string  `json:"upstream"`
 	DurationMS float64  `json:"duration_ms"`
 	QueuedMS   *float64 `json:"queued_ms"`

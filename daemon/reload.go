@@ -116,6 +116,8 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 	d.front.cur.Store(g)
 	d.metrics.UsePool(g.pool, ups)
 	d.metrics.UseZones(zoneNames(eff))
+	// Lists whose name, source and kind are unchanged keep their copies.
+	d.blocking.Reload(eff.Blocking)
 	d.cfg = eff
 	d.clients.Reload(clients.FromConfig(eff.Clients))
 	if d.level != nil && eff.Log.Level != running.Log.Level {

@@ -87,6 +87,8 @@ type Metrics struct {
 	base       poolTotals               // what the pools replaced by UsePool counted
 	retiring   map[Pool]poolTotals      // a replaced pool's counts when it was replaced, until RetirePool
 	cacheStats atomic.Pointer[cacheRef] // nil until AttachCache
+
+	history atomic.Pointer[historyRef] // nil until AttachHistory
 }
 
 // New creates the metric set with every series of spec section 7 at zero:
@@ -127,8 +129,15 @@ func New(cfg Config) *Metrics {
 	m.UseZones(cfg.Zones)
 	s.RegisterMetricsWriter(m.writePool)
 	s.RegisterMetricsWriter(m.writeCache)
+	s.RegisterMetricsWriter(m.writeHistory)
 	return m
 }
+
+// RegisterWriter adds families that w writes, HELP and TYPE lines
+// included, to every scrape, after nxdnsd's own: what a package counts
+// itself (blocking's four families, spec section 11), so that it exists
+// from start-up like the rest.
+func (m *Metrics) RegisterWriter(w func(io.Writer)) { m.set.RegisterMetricsWriter(w) }
 
 // ObserveAttempt counts one pool attempt by how it ended and records its
 // duration (actors.Observer).

@@ -19,6 +19,7 @@ const (
 	SourceCache       = "cache"        // a fresh cached answer, or a remembered failure
 	SourceStale       = "stale"        // an expired cached answer (RFC 8767)
 	SourceRefused     = "refused"      // outside server.allow, past max_concurrent_queries, a zone transfer, a class other than IN
+	SourceBlocked     = "blocked"      // blocked (spec section 11): the name asked, or a CNAME or DNAME target of its answer
 )
 
 // Outcomes of a forward-zone exchange, the outcome label of
@@ -96,6 +97,10 @@ type Entry struct {
 	// PoolErr is the pool's error (see actors.Result.Err), nil when the pool
 	// answered or was not asked.
 	PoolErr error
+
+	// List is, for SourceBlocked, the list whose rule blocked the query
+	// ("rule" for the custom rules); otherwise "".
+	List string
 
 	// CacheResult is how the answer cache's lookup ended (CacheHit,
 	// CacheMiss, CacheStale, CacheCachedFailure), "" when the cache was not

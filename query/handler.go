@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/blocking"
 	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/rebind"
@@ -62,6 +63,11 @@ type HandlerConfig struct {
 	// ULA address), where the reverse names of private addresses go, or
 	// nil when it has none: nxdnsd then answers them itself (rebind.go).
 	Routers Pool
+
+	// Blocking decides which queries are blocked (spec section 11), or is
+	// nil for none. The daemon passes its one Manager's Engine, which
+	// outlives every reload.
+	Blocking *blocking.Engine
 }
 
 // Errors of NewHandler; each wraps the detail of the first problem found.
@@ -81,8 +87,9 @@ type Handler struct {
 	cache   CacheConfig // cache.Cache nil: no cache
 	refresh *refresher  // nil without a cache
 	allow   []netip.Prefix
-	open    bool          // Allow was nil: every client is served
-	loops   *actors.Loops // or nil
+	open    bool             // Allow was nil: every client is served
+	loops   *actors.Loops    // or nil
+	block   *blocking.Engine // always non-nil: an Engine without rules when HandlerConfig.Blocking is nil
 
 	clients *clients.Directory // or nil
 	rebind  *rebind.Filter     // or nil: protection off
@@ -117,6 +124,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		clients: cfg.Clients,
 		rebind:  cfg.Rebind,
 		routers: cfg.Routers,
+		block:   cfg.Blocking,
+	}
+	if h.block == nil {
+		h.block = blocking.NewEngine(nil) // idle for ever: one atomic load per query
 	}
 	if h.cache.Cache != nil {
 		h.refresh = newRefresher(h)
@@ -160,6 +171,14 @@ type scratch struct {
 	hit   cache.Hit
 	state cache.State
 
+	// allowed is set when an allow rule matched the name asked: its
+	// answer is exempt from CNAME inspection.
+	allowed bool
+
+	// cb, or nil, holds the targets of an answer's chain while they are
+	// decided; kept from one query to the next (putScratch).
+	cb *chainBuf
+
 	// hold, or nil, is what the caller of ServeFastHolding keeps held for
 	// a query handed on, released once the query has ended.
 	hold Hold
@@ -176,7 +195,8 @@ func getScratch(h *Handler) *scratch {
 // putScratch keeps s for another query, dropping references to this
 // query's messages and errors.
 func putScratch(s *scratch) {
-	*s = scratch{}
+	cb := s.cb
+	*s = scratch{cb: cb}
 	scratchPool.Put(s)
 }
 
@@ -219,8 +239,8 @@ func (h *Handler) ServeDNS(ctx context.Context, req *server.Request) []byte {
 
 // ServeFast answers, without waiting for anything, the queries the fast
 // steps of the resolution order answer (order.go): malformed ones,
-// special-use names, local records, fresh cache hits and remembered
-// failures; the listener calls it on its own goroutine, before it hands a
+// special-use names, local records, blocked names, fresh cache hits and
+// remembered failures; the listener calls it on its own goroutine, before it hands a
 // query to a worker (server.FastHandler). For any other query it returns
 // handled false and sets req.Pending, whose Serve runs the waiting steps.
 // An answer is built in req.Answer when it fits; a dropped query is

@@ -15,7 +15,7 @@ import (
 //
 // The fast steps never wait. ServeFast runs them on the listener's
 // goroutine, so that what they answer — a refusal, a name nxdnsd owns, a
-// fresh cache hit — costs no handoff to a worker; ServeDNS runs them first
+// blocked name, a fresh cache hit — costs no handoff to a worker; ServeDNS runs them first
 // for a query that came another way. A query that none answers is handed
 // on (server.Pending), and its worker runs the waiting steps, which may
 // wait for a refresh or a resolver. The last one always answers.
@@ -29,10 +29,10 @@ var (
 		(*Handler).answerSpecial,     // 2: special-use names, our own loop checks
 		(*Handler).answerLocal,       // 2: local_records
 		(*Handler).refuseUnforwarded, // 2: what is never forwarded (unforwarded.go)
-		// 3: blocking (section 11) goes here.
-		(*Handler).route,       // 5's choice, made now: the cache's refreshes ask the same way
-		(*Handler).emptyZone,   // 6, answered here: a private reverse name, no router (rebind.go)
-		(*Handler).answerFresh, // 4: a fresh cache entry, a remembered failure
+		(*Handler).answerBlocked,     // 3: blocking (section 11, block.go)
+		(*Handler).route,             // 5's choice, made now: the cache's refreshes ask the same way
+		(*Handler).emptyZone,         // 6, answered here: a private reverse name, no router (rebind.go)
+		(*Handler).answerFresh,       // 4: a fresh cache entry, a remembered failure
 	}
 	waitingSteps = [...]waitingStep{
 		(*Handler).answerStale, // 4: an expired entry while its refresh runs (RFC 8767)
@@ -40,11 +40,10 @@ var (
 		// 6: a private reverse name with a router goes to it alone (poolFor).
 		(*Handler).answerPool, // 7: the upstream pool; always answers
 	}
-	// 8: the inspection of an answer from the cache or a resolver (CNAME
-	// inspection) goes where steps 4, 5 and 7 build their answers:
-	// r.fromCache (the cache's), r.answer (a resolver's) and fromRefresh
-	// (a refresh's, for a stale entry's client). Rebinding protection
-	// runs in finish, on every answer from the pool (rebind.go).
+	// 8: the inspection of an answer from the cache or a resolver: CNAME
+	// inspection is inspect (block.go), on the exits of answerFresh,
+	// answerStale, answerZone and answerPool; rebinding protection runs
+	// in finish, on every answer from the pool (rebind.go).
 )
 
 // fastStep is a step that never waits. It answers the query in s (done
@@ -141,7 +140,11 @@ func (h *Handler) answerFresh(s *scratch) (*dns.Msg, []byte, int, bool) {
 	if h.cache.Cache == nil {
 		return nil, nil, 0, false
 	}
-	return h.fromCacheQuick(s)
+	m, out, rcode, done := h.fromCacheQuick(s)
+	if done {
+		m, out, rcode = h.inspect(s, m, out, rcode)
+	}
+	return m, out, rcode, done
 }
 
 // answerStale serves an expired entry, with ServeStale on, while its
@@ -151,6 +154,7 @@ func (h *Handler) answerStale(ctx context.Context, s *scratch) (*dns.Msg, []byte
 		return nil, nil, 0, false
 	}
 	m, out, rcode := h.resolveStale(ctx, &s.req, s.zone, s.key, s.hit, &s.entry, s, s.buf)
+	m, out, rcode = h.inspect(s, m, out, rcode)
 	return m, out, rcode, true
 }
 
@@ -167,6 +171,7 @@ func (h *Handler) answerZone(ctx context.Context, s *scratch) (*dns.Msg, []byte,
 		return s.req.reply(dns.RcodeServerFailure), nil, 0, true
 	}
 	m, out, rcode := h.forward(ctx, &s.req, z, q, &s.entry, s.cacheKey())
+	m, out, rcode = h.inspect(s, m, out, rcode)
 	return m, out, rcode, true
 }
 
@@ -178,6 +183,7 @@ func (h *Handler) answerPool(ctx context.Context, s *scratch) (*dns.Msg, []byte,
 		return s.req.reply(dns.RcodeServerFailure), nil, 0, true
 	}
 	m, out, rcode := h.fromPool(ctx, &s.req, q, &s.entry, s, s.cacheKey())
+	m, out, rcode = h.inspect(s, m, out, rcode)
 	return m, out, rcode, true
 }
 

@@ -32,9 +32,11 @@ type Encoder struct {
 // Append appends e's line, newline included, to b and returns the result.
 //
 // Fields, in order: ts, client, client_name (only when the client has a
-// name: its DoH path's, or the one client names give it), proto, qname, qtype, qclass (only when the
-// class is not IN), rcode, source, rebind (only true, when rebinding
-// protection stripped the answer), upstream, duration_ms; then, for pool lines when e.Attempts is on,
+// name: its DoH path's, or the one client names give it), proto, qname,
+// qtype, qclass (only when the class is not IN), rcode, source, list (only
+// on blocked lines: the list that blocked the query, "rule" for the custom
+// rules), rebind (only true, when rebinding protection stripped the
+// answer), upstream, duration_ms; then, for pool lines when e.Attempts is on,
 // queued_ms and attempts. A field with nothing to say is null: source for
 // a query refused before resolution (FORMERR, NOTIMP, BADVERS), qname and
 // qtype for a query without a readable question, upstream when no upstream
@@ -73,6 +75,10 @@ func (enc *Encoder) Append(b []byte, e *query.Entry) []byte {
 	b = appendString(b, dnstext.Rcode(e.Rcode))
 	b = append(b, `,"source":`...)
 	b = appendOptional(b, e.Source)
+	if e.Source == query.SourceBlocked {
+		b = append(b, `,"list":`...)
+		b = appendOptional(b, e.List)
+	}
 	if e.Rebind {
 		b = append(b, `,"rebind":true`...)
 	}

@@ -253,3 +253,24 @@ func TestTimestampMatchesLayout(t *testing.T) {
 		}
 	}
 }
+
+// A blocked line names the list after its source (spec sections 6 and
+// 11); no other line has a list field.
+func TestBlockedLineNamesTheList(t *testing.T) {
+	enc := Encoder{Attempts: true}
+	e := poolEntry()
+	e.Source, e.List, e.Upstream, e.Attempts = query.SourceBlocked, "stevenblack", "", nil
+	got := string(enc.Append(nil, e))
+	want := `{"ts":"2026-11-29T18:00:00.123456Z","client":"192.168.1.20:53211","proto":"udp",` +
+		`"qname":"example.com.","qtype":"A","rcode":"NOERROR","source":"blocked","list":"stevenblack",` +
+		`"upstream":null,"duration_ms":12.4}` + "\n"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !json.Valid([]byte(got)) {
+		t.Error("not valid JSON")
+	}
+	if line := string(enc.Append(nil, poolEntry())); strings.Contains(line, `"list"`) {
+		t.Errorf("a pool line has a list field: %s", line)
+	}
+}

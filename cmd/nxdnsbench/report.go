@@ -89,6 +89,9 @@ func (r *report) markdown() string {
 		if t.hits != nil {
 			r.writeHits(&b, t)
 		}
+		if t.blocking != nil {
+			r.writeBlocking(&b, t)
+		}
 		r.writeLatency(&b, t)
 	}
 	if len(r.bursts) > 0 {
@@ -363,6 +366,9 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		}
 		r.verdictDnsdist(check, notChecked, t)
 		r.verdictHits(check, notChecked, t)
+		if t.blocking != nil {
+			r.verdictBlocking(check, notChecked, t)
+		}
 	}
 	for _, x := range r.bursts {
 		check(x.answeredPct() == 100, "%s: %.1f %% answered", x.Name, x.answeredPct())

@@ -34,6 +34,7 @@ type runConfig struct {
 	hits               bool // also the cache-hit rows
 	hitNames           int  // distinct names in the hits rows' query file
 	forwardCache       bool // the forwarding row with nxdnsd's cache on: the miss path
+	blockRules         int  // the blocking rows' generated rules; 0: no blocking rows
 
 	// dnsdist is whether dnsdist is measured beside nxdnsd; dnsdistBin its
 	// binary, and dnsdistSkip why it is not measured when it is not.
@@ -70,6 +71,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&c.hits, "hits", true, "with -throughput: the cache-hit rows, dnsperf with -hit-names names asked over and over: at the fake, through nxdnsd with its cache on, through dnsdist with a packet cache")
 	fs.IntVar(&c.hitNames, "hit-names", 1000, "distinct names in the hits rows' query file")
 	fs.BoolVar(&c.forwardCache, "forward-cache", false, "the forwarding row with nxdnsd's cache on, so that every query is a miss: the miss path's cost (a binary without a cache forwards as it is)")
+	fs.IntVar(&c.blockRules, "block-rules", 0, "with -throughput: the blocking rows (issue 27): the forwarding and hits rows again with a generated list of this many rules in force, and a blocked-name row (every query blocked); 0 skips them")
 	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
 	fs.StringVar(&c.dnsdistBin, "dnsdist-bin", "dnsdist", "dnsdist binary")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
@@ -87,8 +89,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run: unexpected arguments %v", fs.Args())
 	}
 	if c.perf.Duration <= 0 || c.perf.Duration > 10*time.Minute || c.names < 1 || c.names > 10_000_000 ||
-		c.hitNames < 1 || c.hitNames > 10_000_000 {
-		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000 and 1 <= -hit-names <= 10,000,000")
+		c.hitNames < 1 || c.hitNames > 10_000_000 || c.blockRules < 0 || c.blockRules > 10_000_000 {
+		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000, 1 <= -hit-names <= 10,000,000 and 0 <= -block-rules <= 10,000,000")
 	}
 	if c.throughput {
 		p, err := exec.LookPath(c.dnsperf)
@@ -223,16 +225,17 @@ func buildNxdnsd(ctx context.Context, dir, rev string) (string, error) {
 // forwards over DNS over TLS; with -hits, the cache-hit rows.
 type throughput struct {
 	ceiling               *fwdRun
-	nx                    *fwdRun      // through nxdnsd, plain UDP upstreams, no cache
-	dnsdist               *fwdRun      // through dnsdist, no cache; nil when skipped
-	dnsdistVersion        string       // "dnsdist 1.7.3"; "" when skipped
-	cache                 cacheProbe   // whether the nxdnsd under test has an answer cache
-	peakRSSAfter          int64        // nxdnsd's VmHWM after the latency run too
-	latCeiling, latNxdnsd *load.Result // nil when skipped
-	fakeStats             fake.Stats   // the primary's counters over the ceiling, nxdnsd and dnsdist runs
-	profile               string       // the perf record file, or ""
-	dot                   *dotRun      // nil unless -dot
-	hits                  *hitsRuns    // nil unless -hits
+	nx                    *fwdRun       // through nxdnsd, plain UDP upstreams, no cache
+	dnsdist               *fwdRun       // through dnsdist, no cache; nil when skipped
+	dnsdistVersion        string        // "dnsdist 1.7.3"; "" when skipped
+	cache                 cacheProbe    // whether the nxdnsd under test has an answer cache
+	peakRSSAfter          int64         // nxdnsd's VmHWM after the latency run too
+	latCeiling, latNxdnsd *load.Result  // nil when skipped
+	fakeStats             fake.Stats    // the primary's counters over the ceiling, nxdnsd and dnsdist runs
+	profile               string        // the perf record file, or ""
+	dot                   *dotRun       // nil unless -dot
+	hits                  *hitsRuns     // nil unless -hits
+	blocking              *blockingRuns // nil unless -block-rules
 }
 
 // fwdRun is one dnsperf run and what it cost: straight at the primary fake
@@ -406,6 +409,11 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 		t.hits = &hitsRuns{} // nothing to measure against a ceiling: no run
 	case c.hits:
 		if t.hits, err = measureHits(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	if c.blockRules > 0 {
+		if t.blocking, err = measureBlocking(ctx, c, dir, t, primary, secondary, upstream, progress); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nxdnsd/nxdnsd/blocking"
+	"github.com/nxdnsd/nxdnsd/config"
+)
+
+// The blocking rows' list blocks every name of the blocked row's query
+// file and none of the forwarding and hits rows' names, and the generated
+// configuration that loads it is valid.
+func TestBlockListBlocksOnlyTheBlockedRow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	list := filepath.Join(dir, "blocklist.txt")
+	if err := writeBlockList(list, 20_000); err != nil {
+		t.Fatal(err)
+	}
+	conf := daemonConf{
+		Listen:    netip.MustParseAddrPort("127.0.0.1:5301"),
+		Admin:     netip.MustParseAddrPort("127.0.0.1:5302"),
+		Upstreams: []upstreamConf{{Name: "primary", Addr: netip.MustParseAddrPort("127.0.0.1:5303"), Slots: 32}},
+		BlockList: list,
+	}
+	cfg, err := config.Parse([]byte(conf.toml()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, conf.toml())
+	}
+	if len(cfg.Blocking.Lists) != 1 || cfg.Blocking.Lists[0].Source != list {
+		t.Fatalf("blocking lists %+v", cfg.Blocking.Lists)
+	}
+	m := blocking.NewManager(blocking.Options{Config: cfg.Blocking})
+	m.Start(context.Background())
+	defer m.Close()
+	if st := m.Lists()[0]; st.State != blocking.StateOK || st.Rules < 20_000 {
+		t.Fatalf("the list: %+v", st)
+	}
+	client := netip.MustParseAddr("127.0.0.1")
+	decide := func(name string) bool {
+		w, ok := blocking.WireName(name)
+		if !ok {
+			t.Fatalf("%q", name)
+		}
+		return m.Engine().Decide(client, nil, w).Blocked
+	}
+	for _, name := range []string{"q0.bench.example", "q999999.bench.example", "h0.bench.example", "h999.bench.example"} {
+		if decide(name) {
+			t.Errorf("%s is blocked: it is a forwarding or hits row's name", name)
+		}
+	}
+	queries := filepath.Join(dir, "blocked.txt")
+	if err := writeBlockedQueries(queries, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"b0." + blockedZone, "b2." + blockedZone} {
+		if !decide(name) {
+			t.Errorf("%s is not blocked", name)
+		}
+	}
+}
+
+// The report's blocking table and its three checks.
+func TestReportBlockingRows(t *testing.T) {
+	t.Parallel()
+	perf := func(qps float64) *perfResult {
+		return &perfResult{Sent: int(qps * 5), Completed: int(qps * 5), QPS: qps,
+			RunTime: 5 * time.Second, Wall: 5 * time.Second, CPU: 2 * time.Second}
+	}
+	run := func(qps float64) *fwdRun {
+		return &fwdRun{perf: perf(qps), cpu: 3 * time.Second, allocsPerQuery: -1, scrapeAllocs: -1}
+	}
+	r := report{
+		machine: machine{CPUs: 2, Started: time.Now()},
+		cfg:     runConfig{perf: perfParams{Duration: 5 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1000, hitNames: 100, hits: true, blockRules: 1_000_000, dnsdistSkip: "-dnsdist=false"},
+		throughput: &throughput{
+			ceiling:  &fwdRun{ceiling: true, perf: perf(200_000)},
+			nx:       run(80_000),
+			cache:    cacheProbe{Has: true},
+			hits:     &hitsRuns{ceiling: &fwdRun{ceiling: true, perf: perf(300_000)}, nx: run(250_000)},
+			blocking: &blockingRuns{rules: 1_000_001, fwd: run(78_000), hits: run(230_000), blocked: run(260_000)},
+		},
+	}
+	md := r.markdown()
+	for _, want := range []string{
+		"### Blocking: 1,000,001 rules in force",
+		"| forwarding: 1,000 names | 80,000 | 7.5 µs | 78,000 | 7.7 µs | 0.975 |",
+		"| hits: 100 names over and over | 250,000 | 2.4 µs | 230,000 | 2.6 µs | 0.920 |",
+		"| blocked: 100 names under blocked.bench.example., every query blocked | – | – | 260,000 | 2.3 µs | – |",
+		"- pass: issue 27, forwarding with 1,000,001 rules: 0.975 of the QPS without lists >= 0.95",
+		"- FAIL: issue 27, hits with 1,000,001 rules: 0.920 of the QPS without lists >= 0.95",
+		"- pass: issue 27, blocked names: QPS 260,000 >= the hits row's 250,000",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	r.throughput.blocking = nil
+	if md := r.markdown(); strings.Contains(md, "issue 27") || strings.Contains(md, "### Blocking") {
+		t.Errorf("a report without -block-rules has blocking rows:\n%s", md)
+	}
+}

@@ -1,0 +1,205 @@
+package history_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/history"
+	"github.com/nxdnsd/nxdnsd/history/historytest"
+)
+
+// The writer alone: rows/s from a full queue into a database file,
+// batches as the writer makes them. The rows are made beforehand.
+func BenchmarkWriter(b *testing.B) {
+	net := historytest.Network{Seed: 1}
+	now := time.Now()
+	rows := slices.Collect(net.Rows(now.Add(-time.Hour), now, 200000))
+	h := open(b, filepath.Join(b.TempDir(), "h.db"))
+	defer h.Close()
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		for _, r := range rows[n%len(rows) : n%len(rows)+history.QueueSize/2] {
+			h.Record(r)
+		}
+		n += history.QueueSize / 2
+		if n%len(rows)+history.QueueSize/2 > len(rows) {
+			n = 0
+		}
+		h.Sync()
+	}
+	b.ReportMetric(float64(b.N*history.QueueSize/2)/b.Elapsed().Seconds(), "rows/s")
+	if h.Dropped() != 0 {
+		b.Errorf("%d rows dropped", h.Dropped())
+	}
+}
+
+// TestTenMillionRows is the issue's acceptance measurement, run only with
+// NXDNS_HISTORY_ROWS set (10000000 for the figures of BENCHMARKS.md): a
+// week of a busy network written to NXDNS_HISTORY_DB (kept, and reused
+// when it already holds the rows), then its size per row, the reads'
+// times (the median of 7) and the resident memory with it open.
+func TestTenMillionRows(t *testing.T) {
+	count, _ := strconv.Atoi(os.Getenv("NXDNS_HISTORY_ROWS"))
+	if count == 0 {
+		t.Skip("set NXDNS_HISTORY_ROWS (and NXDNS_HISTORY_DB) to run")
+	}
+	path := os.Getenv("NXDNS_HISTORY_DB")
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "history.db")
+	}
+	rssOff := rss(t)
+	now := time.Now()
+	cfg := config.Default().History
+	cfg.Path, cfg.MaxMiB = path, 4096 // the rows must all fit: this measures their size
+	if _, err := os.Stat(path); err != nil {
+		h, err := history.Open(cfg, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		n := 0
+		for r := range (historytest.Network{Seed: 7}).Rows(now.Add(-7*24*time.Hour+time.Hour), now, count) {
+			h.Record(r)
+			if n++; n%(history.QueueSize/2) == 0 {
+				h.Sync()
+			}
+		}
+		h.Sync()
+		el := time.Since(start)
+		t.Logf("wrote %d rows in %v: %.0f rows/s (generation included), %d dropped", h.Rows(), el, float64(h.Rows())/el.Seconds(), h.Dropped())
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := storage(t, path)
+	t.Logf("file %d bytes, %d rows: %.1f bytes per row", fi.Size(), stored, float64(fi.Size())/float64(stored))
+	openStart := time.Now()
+	h, err := history.Open(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	t.Logf("open (integrity check included): %v", time.Since(openStart))
+	srv := api(t, h)
+	day := url.Values{"from": {strconv.FormatInt(now.Add(-24*time.Hour).Unix(), 10)}, "to": {strconv.FormatInt(now.Unix(), 10)}}
+	cases := []struct {
+		name, path string
+		q          url.Values
+	}{
+		{"history name=site12", "/api/history", url.Values{"name": {"site12"}}},
+		{"history name=tracker5", "/api/history", url.Values{"name": {"tracker5"}}},
+		{"history name=nothing-matches", "/api/history", url.Values{"name": {"nothing-matches"}}},
+		{"history client=192.168.1.30", "/api/history", url.Values{"client": {"192.168.1.30"}}},
+		{"history client=192.168.1.49", "/api/history", url.Values{"client": {"192.168.1.49"}}},
+		{"history client=host-10", "/api/history", url.Values{"client": {"host-10"}}},
+		{"history (no filter)", "/api/history", url.Values{}},
+		{"top domains 24h", "/api/stats/top", with(day, "what", "domains")},
+		{"top blocked 24h", "/api/stats/top", with(day, "what", "blocked")},
+		{"top clients 24h", "/api/stats/top", with(day, "what", "clients")},
+		{"top upstreams 24h", "/api/stats/top", with(day, "what", "upstreams")},
+		{"timeline 24h step 600", "/api/stats/timeline", with(day, "step", "600")},
+		{"top domains (dashboard: to=now)", "/api/stats/top", url.Values{}},
+		{"timeline (dashboard: to=now)", "/api/stats/timeline", url.Values{}},
+	}
+	for _, c := range cases {
+		var times []time.Duration
+		for range 7 {
+			start := time.Now()
+			resp, err := srv.Client().Get(srv.URL + c.path + "?" + c.q.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body strings.Builder
+			_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
+			resp.Body.Close()
+			times = append(times, time.Since(start))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %d %s", c.name, resp.StatusCode, body.String())
+			}
+			if len(times) == 1 {
+				t.Logf("%s: %d bytes of JSON", c.name, body.Len())
+			}
+		}
+		slices.Sort(times)
+		t.Logf("%-36s median %8.2f ms (min %.2f, max %.2f)", c.name, ms(times[3]), ms(times[0]), ms(times[6]))
+	}
+	_ = context.Background()
+	after := rss(t)
+	runtime.GC()
+	debug.FreeOSMemory()
+	t.Logf("RSS: %d KiB before opening; with the database open and read %d KiB (+%d KiB), %d KiB after a GC (+%d KiB)", rssOff, after, after-rssOff, rss(t), rss(t)-rssOff)
+}
+
+// storage logs what each table and index of the file at path takes, and
+// returns the rows it holds.
+func storage(t *testing.T, path string) int64 {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int64
+	if err := db.QueryRow(`SELECT count(*) FROM q`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Query(`SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name ORDER BY 2 DESC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var name string
+		var size, unused int64
+		if err := res.Scan(&name, &size, &unused); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("  %-28s %11d bytes %6.2f per row (%4.1f %% unused)", name, size, float64(size)/float64(rows), 100*float64(unused)/float64(max(size, 1)))
+	}
+	return rows
+}
+
+func with(q url.Values, k, v string) url.Values {
+	out := url.Values{}
+	for kk, vv := range q {
+		out[kk] = vv
+	}
+	out.Set(k, v)
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// rss is the process's resident memory in KiB.
+func rss(t testing.TB) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,327 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdnsd/nxdnsd/config"
+)
+
+// blockedStore is a store whose writes wait for release: the writer
+// falls behind as far as a test wants.
+type blockedStore struct {
+	store
+	entered chan int      // the size of each batch as its write begins
+	release chan struct{} // closed to let every write finish
+}
+
+func (b *blockedStore) write(rows []Row) error {
+	select {
+	case b.entered <- len(rows):
+	default: // nobody is watching any more
+	}
+	<-b.release
+	return nil
+}
+
+func (b *blockedStore) maintain(time.Time, int64) (bool, error) { return false, nil }
+func (b *blockedStore) used() int64                             { return 0 }
+func (b *blockedStore) size() int64                             { return 0 }
+func (b *blockedStore) close() error                            { return nil }
+
+// While the writer is stuck, the queue takes QueueSize rows and Record
+// drops and counts every row past them, without waiting: the test ends
+// only because no Record blocks. Close then writes what was queued.
+// Mutation check: a blocking send in Record hangs this test.
+func TestFullQueueDropsAndCounts(t *testing.T) {
+	t.Parallel()
+	bs := &blockedStore{entered: make(chan int, 16), release: make(chan struct{})}
+	h := start(bs, config.Default().History, zap.NewNop(), time.Now)
+	h.Record(Row{QName: "first."})
+	if n := <-bs.entered; n != 1 {
+		t.Fatalf("first batch of %d rows, want 1", n)
+	}
+	for range QueueSize + 10 {
+		h.Record(Row{QName: "x."})
+	}
+	if d := h.Dropped(); d != 10 {
+		t.Errorf("dropped %d, want 10", d)
+	}
+	close(bs.release)
+	h.Sync()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.Rows(); r != 1+QueueSize {
+		t.Errorf("rows written %d, want %d", r, 1+QueueSize)
+	}
+	h.Record(Row{})
+	if d := h.Dropped(); d != 11 {
+		t.Errorf("after Close: dropped %d, want 11", d)
+	}
+}
+
+// Retention deletes exactly the rows before the cutoff, in chunks, and
+// their counters; the dictionaries lose the names no row refers to.
+// Mutation check: "id <= ?" in trim deletes the row at the cutoff.
+func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
+	t.Parallel()
+	s, err := openSQLite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	s.chunk = 500
+	base := time.Now().Add(-10 * 24 * time.Hour).Truncate(time.Hour)
+	var rows []Row
+	// Three whole chunks of old rows and a part of one; as many new.
+	const old = 3*500 + 7
+	const n = 2 * old
+	for i := range n {
+		name := "keep.example."
+		if i < old {
+			name = "old" + strconv.Itoa(i%50) + ".example."
+		}
+		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Second), QName: name, QType: 1, Source: "cache", Proto: "udp"})
+	}
+	for i := 0; i < len(rows); i += maxBatch {
+		if err := s.write(rows[i:min(i+maxBatch, len(rows))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutoff := rows[old].Time
+	calls := 0
+	for more := true; more; calls++ {
+		if more, err = s.maintain(cutoff, 1<<40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls < 3 {
+		t.Errorf("maintain finished in %d calls; want chunks of %d", calls, s.chunk)
+	}
+	ctx := context.Background()
+	var count, oldest int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*), min(id) FROM q`).Scan(&count, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if count != n-old || oldest != s.key(cutoff) {
+		t.Errorf("%d rows left, oldest %v; want %d, %v", count, s.time(oldest), n-old, cutoff)
+	}
+	var names int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	if names != 1 {
+		t.Errorf("%d names left, want 1 (keep.example.)", names)
+	}
+	tl, err := s.timeline(ctx, base, base.Add(time.Duration(n)*time.Second), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, b := range tl {
+		total += b.N[outCached]
+	}
+	if total != count {
+		t.Errorf("timeline counts %d rows, want %d", total, count)
+	}
+}
+
+// Past max_mib the oldest rows go, until the pages in use are under the
+// low water mark.
+func TestRetentionKeepsUnderMaxBytes(t *testing.T) {
+	t.Parallel()
+	s, err := openSQLite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	base := time.Now().Add(-time.Hour)
+	var rows []Row
+	for i := range 4000 {
+		rows = append(rows, Row{Time: base.Add(time.Duration(i) * time.Millisecond), QName: "n" + strconv.Itoa(i) + ".example.", QType: 1})
+	}
+	for i := 0; i < len(rows); i += maxBatch {
+		if err := s.write(rows[i:min(i+maxBatch, len(rows))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := s.used()
+	limit := full / 2
+	for more := true; more; {
+		if more, err = s.maintain(base.Add(-time.Hour), limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := s.used(); float64(u) > float64(limit)*highWater {
+		t.Errorf("%d bytes in use after trimming to %d (from %d)", u, limit, full)
+	}
+	var count int64
+	if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count == 0 || count >= 4000 {
+		t.Errorf("%d rows left", count)
+	}
+	var newest int64
+	if err := s.r.QueryRow(`SELECT max(id) FROM q`).Scan(&newest); err != nil || newest != s.key(rows[len(rows)-1].Time) {
+		t.Errorf("newest row %v, %v: want the newest kept", s.time(newest), err)
+	}
+}
+
+// failingStore fails every write, as a full disk does.
+type failingStore struct{ blockedStore }
+
+func (*failingStore) write([]Row) error { return errors.New("disk full") }
+
+// Rows whose batch fails to be written are dropped and counted, and the
+// failure is logged at error level, once a minute however many batches
+// fail.
+func TestFailedWritesDropAndCount(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.ErrorLevel)
+	h := start(&failingStore{}, config.Default().History, zap.New(core), time.Now)
+	for range 3 {
+		h.Record(Row{QName: "a."})
+		h.Sync()
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h.Dropped() != 3 || h.Rows() != 0 {
+		t.Errorf("dropped %d, written %d; want 3, 0", h.Dropped(), h.Rows())
+	}
+	if logs.Len() != 1 {
+		t.Errorf("%d error lines, want 1: %v", logs.Len(), logs.All())
+	}
+}
+
+// stalled starts a History whose writer is stuck in its first write, so
+// that Record is measured alone: nothing else allocates meanwhile.
+func stalled(tb testing.TB) (*History, func()) {
+	bs := &blockedStore{entered: make(chan int, 1), release: make(chan struct{})}
+	h := start(bs, config.Default().History, zap.NewNop(), time.Now)
+	h.Record(Row{})
+	<-bs.entered
+	return h, func() {
+		close(bs.release)
+		h.Close()
+	}
+}
+
+// drainQueue empties the queue, as the writer would.
+func drainQueue(h *History) {
+	for {
+		select {
+		case <-h.queue:
+		default:
+			return
+		}
+	}
+}
+
+// Record is a channel send of the row's value: no allocation, the row's
+// strings shared. (Not parallel: AllocsPerRun counts every goroutine's.)
+func TestRecordAllocatesNothing(t *testing.T) {
+	h, stop := stalled(t)
+	defer stop()
+	row := Row{Time: time.Now(), Proto: "udp", QName: "example.com.", QType: 1, Source: "cache"}
+	if n := testing.AllocsPerRun(1000, func() { h.Record(row) }); n != 0 {
+		t.Errorf("Record allocates %v times per row, want 0", n)
+	}
+	drainQueue(h)
+}
+
+// BenchmarkRecord is the query path's cost of the history: one Record
+// into a queue with room.
+func BenchmarkRecord(b *testing.B) {
+	h, stop := stalled(b)
+	defer stop()
+	row := Row{Time: time.Now(), Proto: "udp", QName: "example.com.", QType: 1, Source: "cache"}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%(QueueSize/2) == 0 {
+			b.StopTimer()
+			drainQueue(h)
+			b.StartTimer()
+		}
+		h.Record(row)
+	}
+	if h.Dropped() != 0 {
+		b.Errorf("%d dropped", h.Dropped())
+	}
+}
+
+// BenchmarkRecordParallel: both cores' query goroutines recording at
+// once, as under load (the channel's lock is shared).
+func BenchmarkRecordParallel(b *testing.B) {
+	h, stop := stalled(b)
+	defer stop()
+	row := Row{Time: time.Now(), Proto: "udp", QName: "example.com.", QType: 1, Source: "cache"}
+	done := make(chan struct{})
+	go func() { // the writer's part: keep the queue from filling
+		for {
+			select {
+			case <-h.queue:
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h.Record(row)
+		}
+	})
+	b.ReportMetric(float64(h.Dropped())/float64(b.N), "dropped/op")
+}
+
+// The writer enforces retention itself: a history opened on rows older
+// than retention_days deletes them at start, a chunk at a time, without a
+// row or a tick to wake it between chunks.
+// Mutation checks: starting run with maintain false keeps the old rows;
+// waiting for rows between chunks (no default case) never finishes.
+func TestWriterEnforcesRetentionAtStart(t *testing.T) {
+	t.Parallel()
+	s, err := openSQLite("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.chunk = 100
+	old := time.Now().Add(-10 * 24 * time.Hour)
+	var rows []Row
+	for i := range 1000 {
+		rows = append(rows, Row{Time: old.Add(time.Duration(i) * time.Second), QName: "old.example.", QType: 1})
+	}
+	if err := s.write(rows); err != nil {
+		t.Fatal(err)
+	}
+	maintained := make(chan bool)
+	h := startHooked(s, config.Default().History, zap.NewNop(), time.Now, maintained)
+	chunks := 0
+	for more := true; more; chunks++ {
+		more = <-maintained
+	}
+	go func() { // later ticks' maintenance, until Close
+		for range maintained {
+		}
+	}()
+	defer close(maintained)
+	defer h.Close()
+	var count int
+	if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count != 0 || chunks < 10 {
+		t.Errorf("%d rows left after %d chunks, want 0 after 10 or more", count, chunks)
+	}
+}

@@ -1,0 +1,114 @@
+// Package history keeps every client query as a row (spec section 12): a
+// bounded queue the query path hands rows to without waiting, one writer
+// goroutine that owns the database connection and writes them in
+// batches, retention by age and size, and the HTTP API that reads them
+// (/api/history, /api/stats/top, /api/stats/timeline).
+//
+// The rows live in SQLite (modernc.org/sqlite, pure Go) behind the small
+// store interface, so that a shared PostgreSQL history (spec section 16)
+// can take its place without touching the queue or the API.
+package history
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Row is one answered client query, the query-log fields of spec section
+// 6. The query path fills it from its query.Entry (and the blocking and
+// client-name steps from what they decided) and hands it to Record by
+// value: strings are kept as they are, never copied, so a Row costs no
+// allocation of its own.
+type Row struct {
+	Time       time.Time     // when the query arrived (query.Entry.Time)
+	Client     netip.Addr    // the client's address, without the port; the zero Addr when unknown
+	ClientName string        // the client's name (spec section 15), "" when it has none
+	Proto      string        // "udp", "tcp", "tls", "https"
+	QName      string        // the question's name as asked; "" when the query had no readable question
+	QType      uint16        // the question's type; 0 with QName ""
+	Rcode      int           // the rcode sent, extended bits included
+	Source     string        // query.Source* or "blocked"; "" when answered before resolution (FORMERR, NOTIMP)
+	Upstream   string        // the pool's attribution or the forward zone's resolver; "" for none
+	Duration   time.Duration // from arrival to the packed answer
+	List       string        // the blocklist that blocked the name (source "blocked"); "" otherwise
+}
+
+// Sources as stored: a small integer per spec section 6 value. The order
+// is the on-disk format; append only. The commonest come first, since
+// SQLite stores 0 and 1 in no bytes at all.
+var sources = [...]string{"cache", "pool", "stale", "blocked", "forward_zone", "local", "special", "refused", ""}
+
+// sourceNone is the code of "" (and of a source this version does not
+// know, which is stored as none rather than refused).
+const sourceNone = len(sources) - 1
+
+// protos as stored; protoNone is "" and anything unknown.
+var protos = [...]string{"udp", "tcp", "tls", "https", ""}
+
+const protoNone = len(protos) - 1
+
+func sourceCode(s string) int {
+	for i, v := range sources {
+		if v == s {
+			return i
+		}
+	}
+	return sourceNone
+}
+
+func protoCode(p string) int {
+	for i, v := range protos {
+		if v == p {
+			return i
+		}
+	}
+	return protoNone
+}
+
+// flags packs what a row says in small numbers into one integer column:
+// proto in bits 0-2, source in bits 3-6, the rcode above. A cache hit over
+// UDP with NOERROR is 0, stored in no bytes.
+func flags(proto, source, rcode int) int64 {
+	return int64(proto) | int64(source)<<3 | int64(rcode)<<7
+}
+
+func unflags(f int64) (proto, source, rcode int) {
+	proto, source, rcode = int(f&7), int(f>>3&15), int(f>>7)
+	if proto >= len(protos) {
+		proto = protoNone
+	}
+	if source >= len(sources) {
+		source = sourceNone
+	}
+	return proto, source, rcode
+}
+
+// Outcomes of the timeline (spec section 12): every row counts in exactly
+// one.
+const (
+	outForwarded = iota
+	outCached
+	outBlocked
+	outFailed
+	outLocal
+	numOutcomes
+)
+
+const rcodeServFail = 2
+
+// outcome classifies a row for the timeline: failed (SERVFAIL, whatever
+// the source), else blocked, cached (cache, stale), forwarded (pool,
+// forward_zone), local (the rest).
+func outcome(source, rcode int) int {
+	switch {
+	case rcode == rcodeServFail:
+		return outFailed
+	case sources[source] == "blocked":
+		return outBlocked
+	case sources[source] == "cache" || sources[source] == "stale":
+		return outCached
+	case sources[source] == "pool" || sources[source] == "forward_zone":
+		return outForwarded
+	}
+	return outLocal
+}
