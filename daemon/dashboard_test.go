@@ -119,7 +119,8 @@ address = "udp://`+up.Addr+`"
 	fits(ctx, t, "the query log")
 
 	click(ctx, t, `#tabs button[data-view="lists"]`)
-	waitFor(ctx, t, "the lists view, saying there is no list to show", textOf("#lists-note")+` !== "" && `+textOf("#rules tbody")+` !== ""`)
+	waitFor(ctx, t, "the lists view, saying there is no list to show",
+		`(`+textOf("#lists-note")+` !== "" || `+textOf("#lists tbody")+` === "No list is configured ([[blocking.lists]]).") && `+textOf("#rules tbody")+` !== ""`)
 	fits(ctx, t, "the lists")
 
 	click(ctx, t, `#tabs button[data-view="clients"]`)
