@@ -139,7 +139,8 @@ func dashboardHistory(t *testing.T, now time.Time) *history.History {
 // 24-hour chart by outcome and the share blocked, the top lists, the
 // query log searched by name and by source through /api/history, the
 // clients with their names and counts, and a name that is markup shown
-// as text; at 390 px nothing scrolls sideways. Its screenshots are
+// as text; without the blocking API (404) the lists view says so; at
+// 390 px nothing scrolls sideways. Its screenshots are
 // docs/dashboard.png (1280 px) and docs/dashboard-phone.png (390 px)
 // when NXDNSD_SCREENSHOT_DASHBOARD names docs/ (go test -run
 // TestDashboardHistoryInABrowser ./admin/ with
@@ -200,6 +201,13 @@ func TestDashboardHistoryInABrowser(t *testing.T) {
 	setField(ctx, t, "f-name", "onerror")
 	pageShows(ctx, t, "the hostile name, as text",
 		`document.querySelectorAll("#log tr.logrow").length === 1 && `+pageText("#log tr.logrow td.name")+` === "<img src=x onerror=alert(1)>."`)
+
+	// No blocking API here (404): the lists view says so, the header has
+	// no pause button and the log's rows no Block button.
+	pageShows(ctx, t, "no block buttons without blocking", `document.querySelectorAll("#log button").length === 0 && document.getElementById("pausebox").hidden`)
+	do(ctx, t, chromedp.Click(chromedp.CSS(`#tabs button[data-view="lists"]`)))
+	pageShows(ctx, t, "that there is no blocking", pageText("#lists-note")+` === "This nxdnsd has no blocking, so there are no lists." && `+
+		pageText("#rules tbody")+` === "This nxdnsd has no blocking, so there are no custom rules." && document.getElementById("refresh-all").hidden`)
 
 	// The clients, named from the history's rows.
 	do(ctx, t, chromedp.Click(chromedp.CSS(`#tabs button[data-view="clients"]`)))

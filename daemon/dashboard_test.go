@@ -51,12 +51,13 @@ func noDialogs(ctx context.Context, t *testing.T) *atomic.Bool {
 	return &opened
 }
 
-// The dashboard without history or blocking (issue 29, what a build or a
-// configuration without them shows): with a password it opens after the
-// login; every view fits a 390-pixel-wide screen; a query name that is
-// markup shows as text in the recent queries and in the query log, which
-// searches the recent queries and says why; the views that need the
-// history or blocking say so instead of breaking the page.
+// The dashboard without a history (issue 29; what a configuration or a
+// build without one shows): with a password it opens after the login;
+// every view fits a 390-pixel-wide screen; a query name that is markup,
+// sent over UDP, shows as text in the recent queries and in the query
+// log, which searches the recent queries and says why; the views that
+// need the history say so instead of breaking the page, and the lists
+// view says that no list is configured.
 func TestDashboardWithoutHistoryInABrowser(t *testing.T) {
 	ctx := headless(t)
 	opened := noDialogs(ctx, t)
