@@ -73,6 +73,8 @@ listen = ["127.0.0.1:0"]
 [admin]
 listen = "127.0.0.1:0"
 password_hash = "`+string(hash)+`"
+[history]
+enabled = false
 [[upstreams]]
 name = "a-primary-upstream-with-a-long-name"
 address = "udp://`+up.Addr+`"
