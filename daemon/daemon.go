@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -53,6 +54,8 @@ type Daemon struct {
 	// listener together (server.max_concurrent_queries,
 	// max_tcp_connections): one server.Server per listen address shares it.
 	admission *server.Admission
+
+	cert atomic.Pointer[tls.Certificate] // the encrypted listeners' (encrypted.go), or nil
 
 	metrics *metrics.Metrics // always non-nil
 	qlog    *querylog.Logger // or nil: query_log.path is ""
@@ -114,7 +117,8 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	}
 	d.front.cur.Store(g)
 	d.metrics.UsePool(g.pool, g.ups)
-	for _, a := range cfg.Server.Listen {
+	d.cert.Store(cfg.Server.Certificate)
+	for _, a := range listenAddrs(cfg) {
 		d.listeners = append(d.listeners, d.newListener(a))
 	}
 	d.admin = d.newAdmin()

@@ -22,6 +22,9 @@ type perfParams struct {
 	Clients     int           // -c
 	Outstanding int           // -q
 	Threads     int           // -T
+
+	// Mode is -m: "" (UDP), "dot" or "doh" (GET to https://ADDR/dns-query).
+	Mode string
 }
 
 func (p perfParams) String() string {
@@ -70,7 +73,7 @@ func writeQueryFile(path, prefix string, n int) error {
 // outstanding at the end (its -t timeout, 5 s by default).
 const dnsperfWaitSlack = 20 * time.Second
 
-// runDNSPerf runs dnsperf against target over UDP and parses its
+// runDNSPerf runs dnsperf against target over UDP (or p.Mode) and parses its
 // statistics. It is killed, with its process group, if it outlives
 // p.Duration + dnsperfWaitSlack or ctx.
 func runDNSPerf(ctx context.Context, bin, queries string, target netip.AddrPort, p perfParams) (*perfResult, error) {
@@ -81,6 +84,12 @@ func runDNSPerf(ctx context.Context, bin, queries string, target netip.AddrPort,
 		"-d", queries,
 		"-l", strconv.FormatFloat(p.Duration.Seconds(), 'f', -1, 64),
 		"-c", strconv.Itoa(p.Clients), "-q", strconv.Itoa(p.Outstanding), "-T", strconv.Itoa(p.Threads))
+	if p.Mode != "" {
+		cmd.Args = append(cmd.Args, "-m", p.Mode)
+	}
+	if p.Mode == "doh" {
+		cmd.Args = append(cmd.Args, "-O", "doh-uri=https://"+target.String()+"/dns-query")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

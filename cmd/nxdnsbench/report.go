@@ -92,6 +92,9 @@ func (r *report) markdown() string {
 		if t.blocking != nil {
 			r.writeBlocking(&b, t)
 		}
+		if t.enc != nil {
+			r.writeEncrypted(&b, t.enc)
+		}
 		r.writeLatency(&b, t)
 	}
 	if len(r.bursts) > 0 {
@@ -369,6 +372,7 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		if t.blocking != nil {
 			r.verdictBlocking(check, notChecked, t)
 		}
+		r.verdictEncrypted(check, notChecked, t.enc)
 	}
 	for _, x := range r.bursts {
 		check(x.answeredPct() == 100, "%s: %.1f %% answered", x.Name, x.answeredPct())

@@ -32,6 +32,7 @@ type runConfig struct {
 	throughput, bursts bool
 	dot                bool // also dnsperf through nxdnsd with DoT upstreams
 	hits               bool // also the cache-hit rows
+	encrypted          bool // also the DoT and DoH listener rows
 	hitNames           int  // distinct names in the hits rows' query file
 	forwardCache       bool // the forwarding row with nxdnsd's cache on: the miss path
 	blockRules         int  // the blocking rows' generated rules; 0: no blocking rows
@@ -69,6 +70,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&c.throughput, "throughput", true, "measure throughput and latency")
 	fs.BoolVar(&c.dot, "dot", false, "with -throughput: one more dnsperf run, through nxdnsd with the fakes as DNS-over-TLS upstreams")
 	fs.BoolVar(&c.hits, "hits", true, "with -throughput: the cache-hit rows, dnsperf with -hit-names names asked over and over: at the fake, through nxdnsd with its cache on, through dnsdist with a packet cache")
+	fs.BoolVar(&c.encrypted, "encrypted", true, "with -throughput: the encrypted rows, dnsperf -m dot and -m doh with 100 connections and the hits rows' names, through nxdnsd's tls_listen/https_listen and dnsdist's addTLSLocal/addDOHLocal, caches on")
 	fs.IntVar(&c.hitNames, "hit-names", 1000, "distinct names in the hits rows' query file")
 	fs.BoolVar(&c.forwardCache, "forward-cache", false, "the forwarding row with nxdnsd's cache on, so that every query is a miss: the miss path's cost (a binary without a cache forwards as it is)")
 	fs.IntVar(&c.blockRules, "block-rules", 0, "with -throughput: the blocking rows (issue 27): the forwarding and hits rows again with a generated list of this many rules in force, and a blocked-name row (every query blocked); 0 skips them")
@@ -236,6 +238,7 @@ type throughput struct {
 	dot                   *dotRun       // nil unless -dot
 	hits                  *hitsRuns     // nil unless -hits
 	blocking              *blockingRuns // nil unless -block-rules
+	enc                   *encRuns      // nil unless -encrypted
 }
 
 // fwdRun is one dnsperf run and what it cost: straight at the primary fake
@@ -414,6 +417,11 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	}
 	if c.blockRules > 0 {
 		if t.blocking, err = measureBlocking(ctx, c, dir, t, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	if c.encrypted {
+		if t.enc, err = measureEncrypted(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
 			return nil, err
 		}
 	}
