@@ -126,7 +126,10 @@ address = "udp://`+up.Addr+`"
 		`(`+textOf("#lists-note")+` !== "" || `+textOf("#lists tbody")+` === "No list is configured ([[blocking.lists]]).") && `+textOf("#rules tbody")+` !== ""`)
 	fits(ctx, t, "the lists")
 
-	click(ctx, t, `#tabs button[data-view="clients"]`)
+	// A link to a view (or an edited address) opens it.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(location.hash = "#clients", true)`)); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(ctx, t, "the client of the recent queries",
 		textOf("#clients-note")+`.includes("history") && `+textOf(`#clients tr[data-client="127.0.0.1"] td.num`)+` === "3"`)
 	fits(ctx, t, "the clients")
