@@ -19,7 +19,9 @@ import (
 // for that name blocked with EDE 15 "blocked by rule", and Allow on the
 // blocked row undoes it; pause and resume from the header; a list whose
 // server fails shows stale with its error after a click on Refresh; the
-// clients view gives each client's groups.
+// clients view gives each client's groups. The history is off: the log is
+// the recent queries (TestDashboardEndToEndInABrowser blocks from the
+// history's log).
 func TestDashboardBlockingInABrowser(t *testing.T) {
 	ctx := headless(t)
 	noDialogs(ctx, t)
@@ -37,6 +39,8 @@ listen = ["127.0.0.1:0"]
 [admin]
 listen = "127.0.0.1:0"
 password_hash = "`+string(hash)+`"
+[history]
+enabled = false
 [blocking]
 [[blocking.lists]]
 name = "ads"
