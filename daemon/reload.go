@@ -119,6 +119,9 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 	d.metrics.UseZones(zoneNames(eff))
 	// Lists whose name, source and kind are unchanged keep their copies.
 	d.blocking.Reload(eff.Blocking)
+	// A changed [history] closes the open one and opens the new in the
+	// background; an unchanged one that could not be opened is retried.
+	d.history.apply(eff.History)
 	d.cfg = eff
 	d.clients.Reload(clients.FromConfig(eff.Clients))
 	if d.level != nil && eff.Log.Level != running.Log.Level {

@@ -68,6 +68,13 @@ type daemonConf struct {
 
 	// Enc, when set, adds a DoT and a DoH listener (encrypted.go).
 	Enc encListen
+
+	// HistoryOff writes `[history] enabled = false`: a binary that has the
+	// query history (probeHistory) keeps it out of the rows that do not
+	// measure it. HistoryPath, when not "", writes a [history] table
+	// with the history on in this file instead.
+	HistoryOff  bool
+	HistoryPath string
 }
 
 // toml renders c as an nxdnsd configuration file.
@@ -95,6 +102,12 @@ func (c daemonConf) toml() string {
 	}
 	if c.BlockList != "" {
 		fmt.Fprintf(&b, "\n[[blocking.lists]]\nname = \"bench\"\nsource = %q\n", c.BlockList)
+	}
+	switch {
+	case c.HistoryPath != "":
+		fmt.Fprintf(&b, "\n[history]\nenabled = true\npath = %q\n", c.HistoryPath)
+	case c.HistoryOff:
+		b.WriteString("\n[history]\nenabled = false\n")
 	}
 	return b.String()
 }
@@ -234,6 +247,22 @@ func probeCache(ctx context.Context, bin, dir string) (cacheProbe, error) {
 	return cacheProbe{Refusal: out}, nil
 }
 
+// probeHistory reports whether bin has the query history: whether it
+// accepts `[history] enabled = false` (-check). A binary built before the
+// history refuses the table as an unknown key; one built after it and
+// before the daemon fed it (a history that costs nothing) accepts it too.
+func probeHistory(ctx context.Context, bin, dir string) (bool, error) {
+	p := filepath.Join(dir, "probe-history.toml")
+	if err := os.WriteFile(p, []byte(probeBase+"\n[history]\nenabled = false\n"), 0o644); err != nil {
+		return false, err
+	}
+	_, err := runCheck(ctx, bin, p)
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return err == nil, nil
+}
+
 // waitReady returns once the child answers ready's question over UDP with
 // NOERROR.
 func (c *child) waitReady(ctx context.Context, ready readiness) error {
@@ -285,6 +314,13 @@ func (c *child) cpuTime() (time.Duration, error) { return procCPUTime(c.pid()) }
 // go_memstats_mallocs_total of its admin endpoint's /metrics; ok is false
 // when it serves no such metric or has no admin endpoint (dnsdist).
 func (c *child) mallocs(ctx context.Context) (n uint64, ok bool) {
+	return c.metric(ctx, "go_memstats_mallocs_total")
+}
+
+// metric returns the value of the unlabelled series name of the child's
+// admin /metrics; ok is false when it serves no such series or has no
+// admin endpoint (dnsdist).
+func (c *child) metric(ctx context.Context, name string) (n uint64, ok bool) {
 	if !c.admin.IsValid() {
 		return 0, false
 	}
@@ -301,7 +337,7 @@ func (c *child) mallocs(ctx context.Context) (n uint64, ok bool) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), "go_memstats_mallocs_total "); found {
+		if v, found := strings.CutPrefix(sc.Text(), name+" "); found {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			return uint64(f), err == nil && resp.StatusCode == http.StatusOK
 		}

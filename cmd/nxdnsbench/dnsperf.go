@@ -24,11 +24,16 @@ type perfParams struct {
 	Threads     int           // -T
 
 	// Mode is -m: "" (UDP), "dot" or "doh" (GET to https://ADDR/dns-query).
-	Mode string
+	Mode   string
+	MaxQPS int // -Q, when > 0: dnsperf sends at most this many queries a second
 }
 
 func (p perfParams) String() string {
-	return fmt.Sprintf("-l %g -c %d -q %d -T %d", p.Duration.Seconds(), p.Clients, p.Outstanding, p.Threads)
+	s := fmt.Sprintf("-l %g -c %d -q %d -T %d", p.Duration.Seconds(), p.Clients, p.Outstanding, p.Threads)
+	if p.MaxQPS > 0 {
+		s += fmt.Sprintf(" -Q %d", p.MaxQPS)
+	}
+	return s
 }
 
 // perfResult is one dnsperf run as its statistics report it.
@@ -89,6 +94,9 @@ func runDNSPerf(ctx context.Context, bin, queries string, target netip.AddrPort,
 	}
 	if p.Mode == "doh" {
 		cmd.Args = append(cmd.Args, "-O", "doh-uri=https://"+target.String()+"/dns-query")
+	}
+	if p.MaxQPS > 0 {
+		cmd.Args = append(cmd.Args, "-Q", strconv.Itoa(p.MaxQPS))
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -104,7 +104,7 @@ func measureEncrypted(ctx context.Context, c runConfig, dir string, cache cacheP
 	pc.perf.Clients = encClients
 	e := &encRuns{}
 
-	conf, err := newDaemonConf(primary, secondary, 32, "")
+	conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 	if err != nil {
 		return nil, err
 	}
