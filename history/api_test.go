@@ -15,13 +15,28 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/history"
 	"github.com/nxdnsd/nxdnsd/history/historytest"
+	"github.com/nxdnsd/nxdnsd/internal/pgtest"
 )
+
+// forStores runs an API test against each store: the same rows give the
+// same answers from a SQLite file and from PostgreSQL.
+func forStores(t *testing.T, test func(t *testing.T, kind string)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	}
+}
 
 // fixture is a history file holding rows made by historytest over two
 // hours ending a little before now, and the rows themselves.
-func fixture(t *testing.T, count int, net historytest.Network) (*history.History, []history.Row, time.Time) {
+func fixture(t *testing.T, kind string, count int, net historytest.Network) (*history.History, []history.Row, time.Time) {
 	t.Helper()
-	h := open(t, filepath.Join(t.TempDir(), "history.db"))
+	var h *history.History
+	switch kind {
+	case "sqlite":
+		h = open(t, filepath.Join(t.TempDir(), "history.db"))
+	case "postgres":
+		h = openPostgres(t, pgtest.Start(t).URL(), "test")
+	}
 	t.Cleanup(func() { h.Close() })
 	end := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
 	var rows []history.Row
@@ -45,7 +60,11 @@ func TestFiltersCombine(t *testing.T) {
 	t.Parallel()
 	// Most names are asked once: more than the name filter looks up one by
 	// one (maxNameIDs, 2000) contain ".".
-	h, rows, end := fixture(t, 2400, historytest.Network{Seed: 3, Popular: 50, Clients: 6, OneOffRate: 0.88})
+	forStores(t, func(t *testing.T, kind string) { testFiltersCombine(t, kind) })
+}
+
+func testFiltersCombine(t *testing.T, kind string) {
+	h, rows, end := fixture(t, kind, 2400, historytest.Network{Seed: 3, Popular: 50, Clients: 6, OneOffRate: 0.88})
 	srv := api(t, h)
 	distinct := map[string]bool{}
 	for _, r := range rows {
@@ -169,7 +188,11 @@ func parse(v string) time.Time {
 // newer, and come on no page of this walk.
 func TestCursorPagesWhileRowsArrive(t *testing.T) {
 	t.Parallel()
-	h, rows, end := fixture(t, 1000, historytest.Network{Seed: 5, Popular: 30, OneOffDay: 100, Clients: 4})
+	forStores(t, func(t *testing.T, kind string) { testCursorPagesWhileRowsArrive(t, kind) })
+}
+
+func testCursorPagesWhileRowsArrive(t *testing.T, kind string) {
+	h, rows, end := fixture(t, kind, 1000, historytest.Network{Seed: 5, Popular: 30, OneOffDay: 100, Clients: 4})
 	srv := api(t, h)
 	var got []string
 	q := url.Values{"limit": {"150"}, "client": {"192.168.1.10"}}
@@ -207,7 +230,11 @@ func TestCursorPagesWhileRowsArrive(t *testing.T) {
 // rows), and steps that are not whole minutes.
 func TestStatsCountTheRows(t *testing.T) {
 	t.Parallel()
-	h, rows, end := fixture(t, 2000, historytest.Network{Seed: 9, Popular: 40, OneOffDay: 2000, Clients: 5})
+	forStores(t, func(t *testing.T, kind string) { testStatsCountTheRows(t, kind) })
+}
+
+func testStatsCountTheRows(t *testing.T, kind string) {
+	h, rows, end := fixture(t, kind, 2000, historytest.Network{Seed: 9, Popular: 40, OneOffDay: 2000, Clients: 5})
 	srv := api(t, h)
 	for _, span := range [][2]time.Time{
 		{end.Add(-2 * time.Hour), end.Add(time.Minute)},
@@ -359,7 +386,7 @@ func TestBadParameters(t *testing.T) {
 // a panic (which the test server would turn into a dropped connection).
 func TestParametersNeverFail(t *testing.T) {
 	t.Parallel()
-	h, _, _ := fixture(t, 300, historytest.Network{Seed: 11, Popular: 20, OneOffDay: 100, Clients: 3})
+	h, _, _ := fixture(t, "sqlite", 300, historytest.Network{Seed: 11, Popular: 20, OneOffDay: 100, Clients: 3})
 	srv := api(t, h)
 	values := []string{"", "0", "1", "-1", "7", "600", "1000", "1001", "99999999999", "-99999999999", "9300000000",
 		"2026-11-29T18:00:00Z", "2026-11-29T18:00:00.123456+01:00", "1.5", "NaN", "Inf", "1e300", "A", "aaaa", "TYPE65",
