@@ -1,7 +1,10 @@
 package history_test
 
 import (
+	"maps"
+	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -411,4 +414,81 @@ func TestParametersNeverFail(t *testing.T) {
 			rt.Fatalf("%s?%s: %d", path, q.Encode(), code)
 		}
 	})
+}
+
+// Two replicas share one database: either's API shows both instances'
+// rows, each tagged; instance= narrows the rows, the top lists and the
+// timeline to one. A SQLite history answers for its own instance only.
+func TestInstancesShareADatabase(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	a, b := openPostgres(t, pg.URL(), "edge-a"), openPostgres(t, pg.URL(), "edge-b")
+	defer a.Close()
+	defer b.Close()
+	end := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	for i := range 30 {
+		r := history.Row{Time: end.Add(-time.Duration(i) * time.Second), Client: netip.MustParseAddr("192.0.2.1"), Proto: "udp", QName: "a.example.", QType: 1, Source: "cache"}
+		a.Record(r)
+		if i < 20 {
+			r.QName, r.Source = "b.example.", "pool"
+			b.Record(r)
+		}
+	}
+	a.Sync()
+	b.Sync()
+	q := url.Values{"from": {end.Add(-time.Hour).Format(time.RFC3339)}, "to": {end.Add(time.Second).Format(time.RFC3339)}}
+	for _, h := range []*history.History{a, b} {
+		srv := api(t, h)
+		for instance, want := range map[string]map[string]int{"": {"edge-a": 30, "edge-b": 20}, "edge-a": {"edge-a": 30}, "edge-b": {"edge-b": 20}, "edge-c": {}} {
+			var page pageJSON
+			if code := checked(t, srv, "/api/history", with(with(q, "limit", "1000"), "instance", instance), &page); code != 200 {
+				t.Fatalf("status %d", code)
+			}
+			got := map[string]int{}
+			for _, r := range page.Rows {
+				got[r.Instance]++
+				if (r.Instance == "edge-a") != (str(r.QName) == "a.example.") {
+					t.Errorf("row %+v tagged with the wrong instance", r)
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("instance=%q: rows per instance %v, want %v", instance, got, want)
+			}
+			var top []countJSON
+			if code := checked(t, srv, "/api/stats/top", with(q, "instance", instance), &top); code != 200 {
+				t.Fatalf("top: status %d", code)
+			}
+			var tl []bucketJSON
+			if code := checked(t, srv, "/api/stats/timeline", with(with(q, "instance", instance), "step", "86400"), &tl); code != 200 {
+				t.Fatalf("timeline: status %d", code)
+			}
+			var topSum, tlSum int64
+			for _, c := range top {
+				topSum += c.Count
+			}
+			for _, bk := range tl {
+				tlSum += bk.Total
+			}
+			if n := int64(want["edge-a"] + want["edge-b"]); topSum != n || tlSum != n {
+				t.Errorf("instance=%q: top counts %d, timeline %d, want %d", instance, topSum, tlSum, n)
+			}
+		}
+	}
+
+	// This replica's own SQLite history.
+	h := open(t, "")
+	defer h.Close()
+	h.Record(history.Row{Time: end, QName: "x.example.", QType: 1})
+	h.Sync()
+	srv := api(t, h)
+	host, _ := os.Hostname()
+	for instance, want := range map[string]int{"": 1, host: 1, "another": 0} {
+		var page pageJSON
+		if code := checked(t, srv, "/api/history", url.Values{"instance": {instance}}, &page); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		if len(page.Rows) != want || (want == 1 && page.Rows[0].Instance != host) {
+			t.Errorf("SQLite, instance=%q: %+v, want %d rows of %q", instance, page.Rows, want, host)
+		}
+	}
 }

@@ -51,6 +51,7 @@ type History struct {
 	syncReq chan chan struct{}
 
 	maintained chan bool // tests: told after each maintenance chunk whether more is left; nil in use
+	down       chan int  // tests: told a batch's size when a write of it first finds the database unreachable; nil in use
 
 	instance string // history.instance: this replica's rows
 	shared   bool   // the store holds a fleet's rows, tagged with their instance
@@ -79,6 +80,7 @@ type options struct {
 	queue              int // QueueSize when 0
 	retryMin, retryMax time.Duration
 	maintained         chan bool
+	down               chan int // told a batch's size when the database turns out unreachable for it
 }
 
 // Open opens the history cfg describes and starts its writer. A database
@@ -163,6 +165,7 @@ func startWith(st store, cfg config.History, logger *zap.Logger, now func() time
 		syncReq:   make(chan chan struct{}),
 
 		maintained: o.maintained,
+		down:       o.down,
 		instance:   cfg.InstanceName(),
 		shared:     shared,
 		retryMin:   o.retryMin,
@@ -383,6 +386,9 @@ func (h *History) write(batch []Row) bool {
 			h.wait = min(2*h.wait, h.retryMax)
 		} else {
 			h.pending, h.wait = true, h.retryMin
+			if h.down != nil {
+				h.down <- len(batch)
+			}
 		}
 		if now := h.now(); now.Sub(h.downLogged) >= time.Minute {
 			h.log.Error("history: the database is unreachable; rows wait in the queue, then are dropped and counted",

@@ -183,7 +183,7 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, want int) error {
 // did not answer in time, with errRetry (and ErrUnavailable, so that the
 // API answers 503); what the database refused is returned as it is.
 func classifyPG(err error) error {
-	if err == nil || errors.Is(err, errRetry) {
+	if err == nil || errors.Is(err, errRetry) || errors.Is(err, errNewerSchema) {
 		return err
 	}
 	var pe *pgconn.PgError
