@@ -352,9 +352,10 @@ func (h *History) retry(batch []Row) ([]Row, bool) {
 	if h.pending {
 		return batch, true
 	}
-	h.log.Info("history: the database is reachable again; writing resumed")
 	batch = h.flush(batch)
 	if !h.pending {
+		// After the queue's rows: what waited is written.
+		h.log.Info("history: the database is reachable again; writing resumed", zap.Uint64("dropped", h.dropped.Load()))
 		for _, ack := range h.waiting {
 			close(ack)
 		}
