@@ -2,14 +2,19 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/internal/pgtest"
@@ -199,5 +204,45 @@ func TestPostgresRetentionOneReplicaAtATime(t *testing.T) {
 	}
 	if st.size() <= 0 {
 		t.Errorf("size %d, want the table's", st.size())
+	}
+}
+
+// A database that cannot be reached at start: Open succeeds (DNS and the
+// queue go on), the warning names the database without its password,
+// and the API answers 503.
+func TestPostgresUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg := config.Default().History
+	cfg.Postgres = "postgres://nxdnsd:s3cret@127.0.0.1:1/h?sslmode=disable&connect_timeout=2"
+	h, err := Open(cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.Record(someRow(0))
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/api/stats/top")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "unreachable") {
+		t.Errorf("/api/stats/top: %d %q, want 503 saying unreachable", resp.StatusCode, body)
+	}
+	if logs.FilterMessageSnippet("unreachable").Len() == 0 {
+		t.Errorf("no warning: %v", logs.All())
+	}
+	for _, e := range logs.All() {
+		if b, _ := json.Marshal(e.ContextMap()); strings.Contains(string(b)+e.Message, "s3cret") {
+			t.Errorf("the password is in the log: %s %s", e.Message, b)
+		}
+	}
+	if strings.Contains(string(body), "s3cret") {
+		t.Errorf("the password is in the answer: %s", body)
 	}
 }
