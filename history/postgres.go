@@ -346,7 +346,7 @@ func (s *pgStore) read(ctx context.Context) (context.Context, context.CancelFunc
 	return ctx, cancel, nil
 }
 
-func (s *pgStore) rows(ctx context.Context, f filter) (page, error) {
+func (s *pgStore) rowsOnce(ctx context.Context, f filter) (page, error) {
 	ctx, cancel, err := s.read(ctx)
 	if err != nil {
 		return page{}, err
@@ -421,7 +421,7 @@ func parseAddr(s string) (string, error) {
 	return a.Unmap().String(), nil
 }
 
-func (s *pgStore) top(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error) {
+func (s *pgStore) topOnce(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error) {
 	ctx, cancel, err := s.read(ctx)
 	if err != nil {
 		return nil, err
@@ -464,7 +464,7 @@ func (s *pgStore) top(ctx context.Context, what, instance string, from, to time.
 	return out, classifyPG(rows.Err())
 }
 
-func (s *pgStore) timeline(ctx context.Context, instance string, from, to time.Time, step time.Duration) ([]bucket, error) {
+func (s *pgStore) timelineOnce(ctx context.Context, instance string, from, to time.Time, step time.Duration) ([]bucket, error) {
 	st := step.Microseconds()
 	first := floorDiv(from.UnixMicro(), st)
 	out := emptyBuckets(from, to, step)
@@ -508,4 +508,28 @@ func emptyBuckets(from, to time.Time, step time.Duration) []bucket {
 		out = append(out, bucket{Time: time.UnixMicro(b * st).UTC()})
 	}
 	return out
+}
+
+// again runs a read once more when it found the database unreachable:
+// after the server restarted, every connection the pool holds is dead
+// and fails once; the pool is emptied and the read made on a new one.
+func again[T any](ctx context.Context, s *pgStore, read func() (T, error)) (T, error) {
+	v, err := read()
+	if errors.Is(err, errRetry) && ctx.Err() == nil {
+		s.pool.Reset()
+		v, err = read()
+	}
+	return v, err
+}
+
+func (s *pgStore) rows(ctx context.Context, f filter) (page, error) {
+	return again(ctx, s, func() (page, error) { return s.rowsOnce(ctx, f) })
+}
+
+func (s *pgStore) top(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error) {
+	return again(ctx, s, func() ([]count, error) { return s.topOnce(ctx, what, instance, from, to, limit) })
+}
+
+func (s *pgStore) timeline(ctx context.Context, instance string, from, to time.Time, step time.Duration) ([]bucket, error) {
+	return again(ctx, s, func() ([]bucket, error) { return s.timelineOnce(ctx, instance, from, to, step) })
 }

@@ -74,6 +74,14 @@ func TestPostgresOutageBuffersThenDrops(t *testing.T) {
 		t.Fatalf("%d rows written, %d in the database, want 100", h.Rows(), pgCount(t, st))
 	}
 
+	// Another replica, idle through the outage: its pool keeps a
+	// connection the restart will have killed.
+	other := pgOpen(t, pg.URL(), "edge-2")
+	defer other.close()
+	if _, err := other.rows(context.Background(), filter{Rcode: -1, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+
 	pg.Stop()
 	h.Record(someRow(0))
 	held := <-down // the writer holds this batch for the database
@@ -101,6 +109,9 @@ func TestPostgresOutageBuffersThenDrops(t *testing.T) {
 	}
 	if h.Dropped() != extra {
 		t.Errorf("dropped %d, want %d: rows that waited were lost", h.Dropped(), extra)
+	}
+	if p, err := other.rows(context.Background(), filter{Instance: "edge-1", Rcode: -1, Limit: 10}); err != nil || len(p.Rows) != 10 {
+		t.Errorf("the idle replica's first read after the restart: %d rows, %v", len(p.Rows), err)
 	}
 	resp, err = srv.Client().Get(srv.URL + "/api/history")
 	if err != nil {
