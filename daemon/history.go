@@ -167,14 +167,14 @@ func (hs *historian) apply(cfg config.History) {
 			// ErrUnavailable: the file was left as it is (a damaged one
 			// was renamed aside inside Open, and logged there).
 			hs.log.Error("the query history is off until the next reload; DNS is served",
-				zap.String("path", cfg.Path), zap.Bool("file_left_alone", errors.Is(err, history.ErrUnavailable)), zap.Error(err))
+				historyWhere(cfg), zap.Bool("file_left_alone", errors.Is(err, history.ErrUnavailable)), zap.Error(err))
 			return
 		}
 		mux := http.NewServeMux()
 		h.Register(mux)
 		hs.cur.Store(&historyState{h: h, mux: mux})
 		hs.opening.Store(false) // after: a row in between is recorded or counted, never neither
-		hs.log.Info("query history open", zap.String("path", historyPath(cfg.Path)))
+		hs.log.Info("query history open", historyWhere(cfg))
 	})
 }
 
@@ -183,6 +183,15 @@ func (hs *historian) stale(gen uint64) bool {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	return gen != hs.gen
+}
+
+// historyWhere is the log field naming the history's database: its
+// PostgreSQL connection string, password redacted, or its file.
+func historyWhere(cfg config.History) zap.Field {
+	if cfg.Postgres != "" {
+		return zap.String("postgres", config.RedactPostgres(cfg.Postgres))
+	}
+	return zap.String("path", historyPath(cfg.Path))
 }
 
 func historyPath(p string) string {

@@ -1,7 +1,10 @@
 package history_test
 
 import (
+	"maps"
+	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -15,13 +18,28 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/history"
 	"github.com/nxdnsd/nxdnsd/history/historytest"
+	"github.com/nxdnsd/nxdnsd/internal/pgtest"
 )
+
+// forStores runs an API test against each store: the same rows give the
+// same answers from a SQLite file and from PostgreSQL.
+func forStores(t *testing.T, test func(t *testing.T, kind string)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	}
+}
 
 // fixture is a history file holding rows made by historytest over two
 // hours ending a little before now, and the rows themselves.
-func fixture(t *testing.T, count int, net historytest.Network) (*history.History, []history.Row, time.Time) {
+func fixture(t *testing.T, kind string, count int, net historytest.Network) (*history.History, []history.Row, time.Time) {
 	t.Helper()
-	h := open(t, filepath.Join(t.TempDir(), "history.db"))
+	var h *history.History
+	switch kind {
+	case "sqlite":
+		h = open(t, filepath.Join(t.TempDir(), "history.db"))
+	case "postgres":
+		h = openPostgres(t, pgtest.Start(t).URL(), "test")
+	}
 	t.Cleanup(func() { h.Close() })
 	end := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
 	var rows []history.Row
@@ -45,7 +63,11 @@ func TestFiltersCombine(t *testing.T) {
 	t.Parallel()
 	// Most names are asked once: more than the name filter looks up one by
 	// one (maxNameIDs, 2000) contain ".".
-	h, rows, end := fixture(t, 2400, historytest.Network{Seed: 3, Popular: 50, Clients: 6, OneOffRate: 0.88})
+	forStores(t, func(t *testing.T, kind string) { testFiltersCombine(t, kind) })
+}
+
+func testFiltersCombine(t *testing.T, kind string) {
+	h, rows, end := fixture(t, kind, 2400, historytest.Network{Seed: 3, Popular: 50, Clients: 6, OneOffRate: 0.88})
 	srv := api(t, h)
 	distinct := map[string]bool{}
 	for _, r := range rows {
@@ -169,7 +191,11 @@ func parse(v string) time.Time {
 // newer, and come on no page of this walk.
 func TestCursorPagesWhileRowsArrive(t *testing.T) {
 	t.Parallel()
-	h, rows, end := fixture(t, 1000, historytest.Network{Seed: 5, Popular: 30, OneOffDay: 100, Clients: 4})
+	forStores(t, func(t *testing.T, kind string) { testCursorPagesWhileRowsArrive(t, kind) })
+}
+
+func testCursorPagesWhileRowsArrive(t *testing.T, kind string) {
+	h, rows, end := fixture(t, kind, 1000, historytest.Network{Seed: 5, Popular: 30, OneOffDay: 100, Clients: 4})
 	srv := api(t, h)
 	var got []string
 	q := url.Values{"limit": {"150"}, "client": {"192.168.1.10"}}
@@ -207,7 +233,11 @@ func TestCursorPagesWhileRowsArrive(t *testing.T) {
 // rows), and steps that are not whole minutes.
 func TestStatsCountTheRows(t *testing.T) {
 	t.Parallel()
-	h, rows, end := fixture(t, 2000, historytest.Network{Seed: 9, Popular: 40, OneOffDay: 2000, Clients: 5})
+	forStores(t, func(t *testing.T, kind string) { testStatsCountTheRows(t, kind) })
+}
+
+func testStatsCountTheRows(t *testing.T, kind string) {
+	h, rows, end := fixture(t, kind, 2000, historytest.Network{Seed: 9, Popular: 40, OneOffDay: 2000, Clients: 5})
 	srv := api(t, h)
 	for _, span := range [][2]time.Time{
 		{end.Add(-2 * time.Hour), end.Add(time.Minute)},
@@ -359,7 +389,7 @@ func TestBadParameters(t *testing.T) {
 // a panic (which the test server would turn into a dropped connection).
 func TestParametersNeverFail(t *testing.T) {
 	t.Parallel()
-	h, _, _ := fixture(t, 300, historytest.Network{Seed: 11, Popular: 20, OneOffDay: 100, Clients: 3})
+	h, _, _ := fixture(t, "sqlite", 300, historytest.Network{Seed: 11, Popular: 20, OneOffDay: 100, Clients: 3})
 	srv := api(t, h)
 	values := []string{"", "0", "1", "-1", "7", "600", "1000", "1001", "99999999999", "-99999999999", "9300000000",
 		"2026-11-29T18:00:00Z", "2026-11-29T18:00:00.123456+01:00", "1.5", "NaN", "Inf", "1e300", "A", "aaaa", "TYPE65",
@@ -384,4 +414,81 @@ func TestParametersNeverFail(t *testing.T) {
 			rt.Fatalf("%s?%s: %d", path, q.Encode(), code)
 		}
 	})
+}
+
+// Two replicas share one database: either's API shows both instances'
+// rows, each tagged; instance= narrows the rows, the top lists and the
+// timeline to one. A SQLite history answers for its own instance only.
+func TestInstancesShareADatabase(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	a, b := openPostgres(t, pg.URL(), "edge-a"), openPostgres(t, pg.URL(), "edge-b")
+	defer a.Close()
+	defer b.Close()
+	end := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	for i := range 30 {
+		r := history.Row{Time: end.Add(-time.Duration(i) * time.Second), Client: netip.MustParseAddr("192.0.2.1"), Proto: "udp", QName: "a.example.", QType: 1, Source: "cache"}
+		a.Record(r)
+		if i < 20 {
+			r.QName, r.Source = "b.example.", "pool"
+			b.Record(r)
+		}
+	}
+	a.Sync()
+	b.Sync()
+	q := url.Values{"from": {end.Add(-time.Hour).Format(time.RFC3339)}, "to": {end.Add(time.Second).Format(time.RFC3339)}}
+	for _, h := range []*history.History{a, b} {
+		srv := api(t, h)
+		for instance, want := range map[string]map[string]int{"": {"edge-a": 30, "edge-b": 20}, "edge-a": {"edge-a": 30}, "edge-b": {"edge-b": 20}, "edge-c": {}} {
+			var page pageJSON
+			if code := checked(t, srv, "/api/history", with(with(q, "limit", "1000"), "instance", instance), &page); code != 200 {
+				t.Fatalf("status %d", code)
+			}
+			got := map[string]int{}
+			for _, r := range page.Rows {
+				got[r.Instance]++
+				if (r.Instance == "edge-a") != (str(r.QName) == "a.example.") {
+					t.Errorf("row %+v tagged with the wrong instance", r)
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("instance=%q: rows per instance %v, want %v", instance, got, want)
+			}
+			var top []countJSON
+			if code := checked(t, srv, "/api/stats/top", with(q, "instance", instance), &top); code != 200 {
+				t.Fatalf("top: status %d", code)
+			}
+			var tl []bucketJSON
+			if code := checked(t, srv, "/api/stats/timeline", with(with(q, "instance", instance), "step", "86400"), &tl); code != 200 {
+				t.Fatalf("timeline: status %d", code)
+			}
+			var topSum, tlSum int64
+			for _, c := range top {
+				topSum += c.Count
+			}
+			for _, bk := range tl {
+				tlSum += bk.Total
+			}
+			if n := int64(want["edge-a"] + want["edge-b"]); topSum != n || tlSum != n {
+				t.Errorf("instance=%q: top counts %d, timeline %d, want %d", instance, topSum, tlSum, n)
+			}
+		}
+	}
+
+	// This replica's own SQLite history.
+	h := open(t, "")
+	defer h.Close()
+	h.Record(history.Row{Time: end, QName: "x.example.", QType: 1})
+	h.Sync()
+	srv := api(t, h)
+	host, _ := os.Hostname()
+	for instance, want := range map[string]int{"": 1, host: 1, "another": 0} {
+		var page pageJSON
+		if code := checked(t, srv, "/api/history", url.Values{"instance": {instance}}, &page); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		if len(page.Rows) != want || (want == 1 && page.Rows[0].Instance != host) {
+			t.Errorf("SQLite, instance=%q: %+v, want %d rows of %q", instance, page.Rows, want, host)
+		}
+	}
 }

@@ -51,10 +51,36 @@ type History struct {
 	syncReq chan chan struct{}
 
 	maintained chan bool // tests: told after each maintenance chunk whether more is left; nil in use
+	down       chan int  // tests: told a batch's size when a write of it first finds the database unreachable; nil in use
+
+	instance string // history.instance: this replica's rows
+	shared   bool   // the store holds a fleet's rows, tagged with their instance
+
+	// Backoff of a batch that waits for an unreachable database.
+	retryMin, retryMax time.Duration
 
 	// Owned by the writer goroutine.
-	failed     int       // rows whose write failed since the last log line
-	failLogged time.Time // when a failure was last logged
+	failed     int             // rows whose write failed since the last log line
+	failLogged time.Time       // when a failure was last logged
+	pending    bool            // the batch waits for the database (errRetry)
+	wait       time.Duration   // the pending batch's next backoff
+	waiting    []chan struct{} // Syncs waiting for the pending batch
+	downLogged time.Time       // when the database was last said unreachable
+}
+
+// Backoff of writes to an unreachable database: the pool reconnects on
+// the next try.
+const (
+	retryMin = 250 * time.Millisecond
+	retryMax = 10 * time.Second
+)
+
+// options are a History's knobs besides the configuration, for tests.
+type options struct {
+	queue              int // QueueSize when 0
+	retryMin, retryMax time.Duration
+	maintained         chan bool
+	down               chan int // told a batch's size when the database turns out unreachable for it
 }
 
 // Open opens the history cfg describes and starts its writer. A database
@@ -64,7 +90,23 @@ type History struct {
 // is left alone: the error wraps ErrUnavailable, and the caller logs it
 // and runs without a history. Open is not to be called with cfg.Enabled
 // false.
+//
+// With cfg.Postgres set the rows go to that PostgreSQL database instead
+// (spec section 16), tagged with cfg.InstanceName(), and the API reads the
+// fleet's. A database that cannot be reached at start is logged at warn
+// level: rows wait in the queue and are written when it can be.
 func Open(cfg config.History, logger *zap.Logger) (*History, error) {
+	if cfg.Postgres != "" {
+		st, warn, err := openPostgres(cfg.Postgres, cfg.InstanceName())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, config.RedactPostgres(cfg.Postgres), err)
+		}
+		if warn != nil {
+			logger.Warn("history: the PostgreSQL database is unreachable; rows wait for it",
+				zap.String("postgres", config.RedactPostgres(cfg.Postgres)), zap.Error(warn))
+		}
+		return startWith(st, cfg, logger, time.Now, options{}), nil
+	}
 	st, err := openSQLite(cfg.Path)
 	if errors.Is(err, errDamaged) && cfg.Path != "" {
 		aside := fmt.Sprintf("%s.damaged-%d", cfg.Path, time.Now().Unix())
@@ -100,18 +142,35 @@ func start(st store, cfg config.History, logger *zap.Logger, now func() time.Tim
 }
 
 func startHooked(st store, cfg config.History, logger *zap.Logger, now func() time.Time, maintained chan bool) *History {
+	return startWith(st, cfg, logger, now, options{maintained: maintained})
+}
+
+func startWith(st store, cfg config.History, logger *zap.Logger, now func() time.Time, o options) *History {
+	if o.queue == 0 {
+		o.queue = QueueSize
+	}
+	if o.retryMin == 0 {
+		o.retryMin, o.retryMax = retryMin, retryMax
+	}
+	_, shared := st.(*pgStore)
 	h := &History{
 		st:        st,
 		log:       logger,
 		retention: cfg.Retention(),
 		maxBytes:  cfg.MaxBytes(),
 		now:       now,
-		queue:     make(chan Row, QueueSize),
+		queue:     make(chan Row, o.queue),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		syncReq:   make(chan chan struct{}),
 
-		maintained: maintained,
+		maintained: o.maintained,
+		down:       o.down,
+		instance:   cfg.InstanceName(),
+		shared:     shared,
+		retryMin:   o.retryMin,
+		retryMax:   o.retryMax,
+		wait:       o.retryMin,
 	}
 	go h.run()
 	return h
@@ -177,6 +236,13 @@ func (h *History) run() {
 	defer tick.Stop()
 	maintain := true // at start: a database that was closed for a while has old rows
 	for {
+		if h.pending {
+			var ok bool
+			if batch, ok = h.retry(batch); !ok {
+				return
+			}
+			continue
+		}
 		if maintain {
 			maintain = h.maintain()
 			if h.maintained != nil {
@@ -195,10 +261,9 @@ func (h *History) run() {
 		case <-wait:
 			maintain = true
 		case ack := <-h.syncReq:
-			h.flush(batch)
-			close(ack)
+			batch = h.synced(batch, ack)
 		case <-h.stop:
-			h.flush(batch)
+			h.stopped(batch)
 			return
 		default:
 			if !maintain {
@@ -211,10 +276,9 @@ func (h *History) run() {
 				case <-wait:
 					maintain = true
 				case ack := <-h.syncReq:
-					h.flush(batch)
-					close(ack)
+					batch = h.synced(batch, ack)
 				case <-h.stop:
-					h.flush(batch)
+					h.stopped(batch)
 					return
 				}
 			}
@@ -222,15 +286,82 @@ func (h *History) run() {
 	}
 }
 
-// flush writes everything queued, using batch's memory.
-func (h *History) flush(batch []Row) {
+// flush writes everything queued, using batch's memory. When the
+// database cannot be reached it returns the batch that waits for it
+// (h.pending), else an empty one.
+func (h *History) flush(batch []Row) []Row {
 	for {
 		batch = h.drain(batch[:0])
 		if len(batch) == 0 {
-			return
+			return batch
 		}
 		h.write(batch)
+		if h.pending {
+			return batch
+		}
 	}
+}
+
+// synced answers a Sync: at once when everything queued is written,
+// after the pending batch and the queue are when the database is
+// unreachable.
+func (h *History) synced(batch []Row, ack chan struct{}) []Row {
+	batch = h.flush(batch)
+	if h.pending {
+		h.waiting = append(h.waiting, ack)
+	} else {
+		close(ack)
+	}
+	return batch
+}
+
+// stopped writes what is queued at Close; a batch the unreachable
+// database could not take is dropped and counted (Close counts the
+// queue's rest).
+func (h *History) stopped(batch []Row) {
+	if !h.pending {
+		batch = h.flush(batch)
+	}
+	if h.pending {
+		h.dropped.Add(uint64(len(batch)))
+		h.pending = false
+	}
+	for _, ack := range h.waiting {
+		close(ack)
+	}
+	h.waiting = nil
+}
+
+// retry waits the backoff and writes the pending batch again. Meanwhile
+// the queue fills, and past it Record drops and counts. It reports false
+// when the History was closed.
+func (h *History) retry(batch []Row) ([]Row, bool) {
+	t := time.NewTimer(h.wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case ack := <-h.syncReq:
+		h.waiting = append(h.waiting, ack)
+		return batch, true
+	case <-h.stop:
+		h.write(batch) // once more, for a database that just came back
+		h.stopped(batch)
+		return batch, false
+	}
+	h.write(batch)
+	if h.pending {
+		return batch, true
+	}
+	batch = h.flush(batch)
+	if !h.pending {
+		// After the queue's rows: what waited is written.
+		h.log.Info("history: the database is reachable again; writing resumed", zap.Uint64("dropped", h.dropped.Load()))
+		for _, ack := range h.waiting {
+			close(ack)
+		}
+		h.waiting = nil
+	}
+	return batch, true
 }
 
 // drain appends what the queue holds to batch, up to maxBatch.
@@ -249,7 +380,26 @@ func (h *History) drain(batch []Row) []Row {
 // write writes one batch and reports whether the database is past its
 // size bound, so that maintenance runs.
 func (h *History) write(batch []Row) bool {
-	if err := h.st.write(batch); err != nil {
+	err := h.st.write(batch)
+	if errors.Is(err, errRetry) {
+		// Kept, not dropped: the queue is the buffer of an outage.
+		if h.pending {
+			h.wait = min(2*h.wait, h.retryMax)
+		} else {
+			h.pending, h.wait = true, h.retryMin
+			if h.down != nil {
+				h.down <- len(batch)
+			}
+		}
+		if now := h.now(); now.Sub(h.downLogged) >= time.Minute {
+			h.log.Error("history: the database is unreachable; rows wait in the queue, then are dropped and counted",
+				zap.Int("waiting", len(batch)+len(h.queue)), zap.Error(err))
+			h.downLogged = now
+		}
+		return false
+	}
+	h.pending = false
+	if err != nil {
 		h.dropped.Add(uint64(len(batch)))
 		// A full disk fails every batch: said once a minute, with the
 		// count since.

@@ -30,6 +30,19 @@ func open(t testing.TB, path string) *history.History {
 	return h
 }
 
+// openPostgres opens a history in the PostgreSQL database at url, as
+// replica instance.
+func openPostgres(t testing.TB, url, instance string) *history.History {
+	t.Helper()
+	cfg := config.Default().History
+	cfg.Postgres, cfg.Instance = url, instance
+	h, err := history.Open(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // api serves h's handlers on a loopback listener.
 func api(t testing.TB, h *history.History) *httptest.Server {
 	t.Helper()
@@ -42,6 +55,7 @@ func api(t testing.TB, h *history.History) *httptest.Server {
 
 type rowJSON struct {
 	TS         string  `json:"ts"`
+	Instance   string  `json:"instance"`
 	Client     *string `json:"client"`
 	ClientName *string `json:"client_name"`
 	Proto      *string `json:"proto"`

@@ -48,6 +48,7 @@ func (h *History) off(w http.ResponseWriter) bool {
 // of spec section 6, with client_name and list.
 type rowJSON struct {
 	TS         string  `json:"ts"`
+	Instance   string  `json:"instance"`
 	Client     *string `json:"client"`
 	ClientName *string `json:"client_name"`
 	Proto      *string `json:"proto"`
@@ -76,7 +77,7 @@ func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var p params
 	f := filter{
-		Client: q.Get("client"), Name: q.Get("name"), Source: q.Get("source"), Upstream: q.Get("upstream"),
+		Instance: q.Get("instance"), Client: q.Get("client"), Name: q.Get("name"), Source: q.Get("source"), Upstream: q.Get("upstream"),
 		Rcode: -1, Limit: DefaultLimit,
 	}
 	if v := q.Get("type"); v != "" {
@@ -114,7 +115,11 @@ func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
 	if p.fail(w) {
 		return
 	}
-	page, err := h.st.rows(r.Context(), f)
+	var page page
+	var err error
+	if h.mine(f.Instance) {
+		page, err = h.st.rows(r.Context(), f)
+	}
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -124,8 +129,11 @@ func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
 		Next *string   `json:"next"`
 	}{Rows: make([]rowJSON, 0, len(page.Rows))}
 	for _, e := range page.Rows {
+		if e.Instance == "" {
+			e.Instance = h.instance
+		}
 		j := rowJSON{
-			TS: e.Time.Format(tsLayout), Client: optional(e.Client), ClientName: optional(e.ClientName),
+			TS: e.Time.Format(tsLayout), Instance: e.Instance, Client: optional(e.Client), ClientName: optional(e.ClientName),
 			Proto: optional(e.Proto), Rcode: dnstext.Rcode(e.Rcode), Source: optional(e.Source),
 			Upstream: optional(e.Upstream), DurationMS: float64(e.Duration.Microseconds()) / 1000, List: optional(e.List),
 		}
@@ -161,7 +169,12 @@ func (h *History) serveTop(w http.ResponseWriter, r *http.Request) {
 	if p.fail(w) {
 		return
 	}
-	counts, err := h.st.top(r.Context(), what, from, to, limit)
+	instance := q.Get("instance")
+	counts := []count{}
+	var err error
+	if h.mine(instance) {
+		counts, err = h.st.top(r.Context(), what, instance, from, to, limit)
+	}
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -197,7 +210,11 @@ func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
 	if p.fail(w) {
 		return
 	}
-	buckets, err := h.st.timeline(r.Context(), from, to, step)
+	instance := q.Get("instance")
+	buckets, err := emptyBuckets(from, to, step), error(nil)
+	if h.mine(instance) {
+		buckets, err = h.st.timeline(r.Context(), instance, from, to, step)
+	}
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -223,9 +240,21 @@ func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
+// mine reports whether the store may hold rows of instance ("" any): a
+// shared one may hold any replica's, this replica's SQLite file only its
+// own.
+func (h *History) mine(instance string) bool {
+	return h.shared || instance == "" || instance == h.instance
+}
+
 func (h *History) internal(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away
+	}
+	if errors.Is(err, ErrUnavailable) {
+		// DNS is served meanwhile; the dashboard says why it is empty.
+		http.Error(w, "the history database is unreachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
 	}
 	h.log.Error("history: reading failed: " + err.Error())
 	http.Error(w, "reading the history failed: "+err.Error(), http.StatusInternalServerError)

@@ -121,7 +121,7 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 	if names != 1 {
 		t.Errorf("%d names left, want 1 (keep.example.)", names)
 	}
-	tl, err := s.timeline(ctx, base, base.Add(time.Duration(n)*time.Second), time.Hour)
+	tl, err := s.timeline(ctx, "", base, base.Add(time.Duration(n)*time.Second), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func split(lo, hi, g int64) (b0, b1 int64) {
 	return b0, b1
 }
 
-func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, limit int) ([]count, error) {
+func (s *sqliteStore) top(ctx context.Context, what, _ string, from, to time.Time, limit int) ([]count, error) {
 	oldest, err := s.oldest(ctx)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func (s *sqliteStore) top(ctx context.Context, what string, from, to time.Time, 
 // MaxBuckets bounds one timeline: a week in minutes.
 const MaxBuckets = 10080
 
-func (s *sqliteStore) timeline(ctx context.Context, from, to time.Time, step time.Duration) ([]bucket, error) {
+func (s *sqliteStore) timeline(ctx context.Context, _ string, from, to time.Time, step time.Duration) ([]bucket, error) {
 	st := step.Microseconds()
 	fromU, toU := from.UnixMicro(), to.UnixMicro()
 	first, last := floorDiv(fromU, st), floorDiv(toU-1, st)

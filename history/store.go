@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// store is where a History keeps its rows: SQLite (sqlite.go) now, a
-// shared PostgreSQL database (spec section 16) later. The writer
+// store is where a History keeps its rows: a SQLite file of this
+// replica's (sqlite.go), or a PostgreSQL database a fleet shares (spec
+// section 16, postgres.go). The writer
 // goroutine alone calls write and maintain; the read methods are called
 // by HTTP handlers concurrently with it and with each other.
 type store interface {
@@ -24,9 +25,12 @@ type store interface {
 	size() int64
 	used() int64
 
+	// The reads. instance ("" any) narrows a shared store to one
+	// replica's rows; a store of this replica's alone ignores it (the
+	// History answers for another instance itself).
 	rows(ctx context.Context, f filter) (page, error)
-	top(ctx context.Context, what string, from, to time.Time, limit int) ([]count, error)
-	timeline(ctx context.Context, from, to time.Time, step time.Duration) ([]bucket, error)
+	top(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error)
+	timeline(ctx context.Context, instance string, from, to time.Time, step time.Duration) ([]bucket, error)
 
 	close() error
 }
@@ -34,6 +38,7 @@ type store interface {
 // filter selects the rows of GET /api/history: every field set must
 // match.
 type filter struct {
+	Instance string    // "": any
 	Client   string    // an address or a client name
 	Name     string    // a substring of the name, case-insensitive
 	Type     uint16    // 0: any
@@ -49,6 +54,7 @@ type filter struct {
 type entry struct {
 	key        int64
 	Time       time.Time
+	Instance   string // "" in a store of this replica's alone
 	Client     string // "" unknown
 	ClientName string
 	Proto      string

@@ -1,0 +1,535 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgTable is the table of a shared history's rows.
+const pgTable = "nxdns_history"
+
+// pgMigrations are the schema's versions, in order: migration i takes a
+// database from version i to i+1, in one transaction. Append only: a
+// database created by an older binary is brought up to date at start, and
+// one of a newer binary is refused (errNewerSchema).
+//
+// A row is stored as the API says it, one column per field and no
+// dictionaries: PostgreSQL's own storage and indexes serve a fleet's
+// reads, and a replica writes with COPY alone, never reading ids back.
+var pgMigrations = []string{
+	// 1: the rows, and the time index every read walks.
+	`CREATE TABLE nxdns_history (
+		id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		ts          timestamptz NOT NULL,
+		instance    text NOT NULL,
+		client      text NOT NULL,
+		client_name text NOT NULL,
+		proto       text NOT NULL,
+		qname       text NOT NULL,
+		qtype       integer NOT NULL,
+		rcode       integer NOT NULL,
+		source      text NOT NULL,
+		upstream    text NOT NULL,
+		duration_us bigint NOT NULL,
+		list        text NOT NULL
+	);
+	CREATE INDEX nxdns_history_ts ON nxdns_history (ts, id)`,
+	// 2: one replica's rows (the instance filter) without walking the
+	// fleet's.
+	`CREATE INDEX nxdns_history_instance_ts ON nxdns_history (instance, ts, id)`,
+}
+
+// pgLockMigrate and pgLockRetention are advisory lock keys ("nxdh" and
+// a purpose): replicas starting together migrate one after the other,
+// and retention runs on one replica at a time.
+const (
+	pgLockMigrate   = 0x6e786468_0001
+	pgLockRetention = 0x6e786468_0002
+)
+
+// Timeouts of the PostgreSQL store: a database that is slow holds the
+// writer this long at most (its rows wait in the queue meanwhile), and an
+// API read.
+const (
+	pgWriteTimeout = 10 * time.Second
+	pgReadTimeout  = 15 * time.Second
+	pgOpenTimeout  = 5 * time.Second
+)
+
+// errNewerSchema says that the database was migrated by a newer nxdnsd.
+var errNewerSchema = errors.New("history: the PostgreSQL schema is newer than this nxdnsd knows")
+
+// errRetry marks a write that failed because the database could not be
+// reached (or answered too slowly): its rows are kept and written again,
+// not dropped.
+var errRetry = errors.New("history: the PostgreSQL database is unreachable")
+
+// pgStore is a history shared by a fleet in one PostgreSQL database
+// (spec section 16): every replica writes its rows tagged with its
+// instance, and reads see the fleet's.
+type pgStore struct {
+	pool     *pgxpool.Pool // always non-nil; it reconnects on its own
+	instance string
+
+	mu       sync.Mutex // guards following
+	migrated bool       // the schema is known to be current
+
+	bytes atomic.Int64 // the table's size, as of the last maintain
+}
+
+var _ store = (*pgStore)(nil)
+
+// openPostgres connects to the database and brings its schema up to
+// date. A database that cannot be reached is not an error: the store
+// is returned, writes wait and reads answer ErrUnavailable until it can
+// be (the caller logs the returned warning). A connection string that
+// does not parse, or a schema that is newer than this binary, is.
+func openPostgres(connString, instance string) (*pgStore, error, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		// pgconn's message may quote the string and its password.
+		return nil, nil, errors.New("history: history.postgres is not a PostgreSQL connection string")
+	}
+	cfg.MaxConns = 4
+	cfg.MinConns = 0
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = pgOpenTimeout
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "nxdnsd " + instance
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("history: %w", err)
+	}
+	s := &pgStore{pool: pool, instance: instance}
+	ctx, cancel := context.WithTimeout(context.Background(), pgOpenTimeout)
+	defer cancel()
+	if err := s.ensure(ctx); err != nil {
+		if errors.Is(err, errRetry) {
+			return s, err, nil
+		}
+		pool.Close()
+		return nil, nil, err
+	}
+	return s, nil, nil
+}
+
+// ensure migrates the schema unless that was done already.
+func (s *pgStore) ensure(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.migrated {
+		return nil
+	}
+	if err := migratePostgres(ctx, s.pool, len(pgMigrations)); err != nil {
+		return classifyPG(err)
+	}
+	s.migrated = true
+	return nil
+}
+
+// migratePostgres brings the schema to version want, each step in a
+// transaction, under an advisory lock so that replicas starting together
+// do it once.
+func migratePostgres(ctx context.Context, pool *pgxpool.Pool, want int) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgLockMigrate)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS nxdns_history_schema (version integer NOT NULL)`); err != nil {
+		return err
+	}
+	var version int
+	err = tx.QueryRow(ctx, `SELECT version FROM nxdns_history_schema`).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, `INSERT INTO nxdns_history_schema (version) VALUES (0)`); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	if version > len(pgMigrations) {
+		return fmt.Errorf("%w: version %d, this nxdnsd knows %d", errNewerSchema, version, len(pgMigrations))
+	}
+	for ; version < want; version++ {
+		if _, err := tx.Exec(ctx, pgMigrations[version]); err != nil {
+			return fmt.Errorf("history: migrating the PostgreSQL schema to version %d: %w", version+1, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE nxdns_history_schema SET version = $1`, version); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// classifyPG marks the errors of a database that could not be reached, or
+// did not answer in time, with errRetry (and ErrUnavailable, so that the
+// API answers 503); what the database refused is returned as it is.
+func classifyPG(err error) error {
+	if err == nil || errors.Is(err, errRetry) || errors.Is(err, errNewerSchema) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "57P"), // the server shutting down, crashed or starting
+			strings.HasPrefix(pe.Code, "53"):  // out of resources
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("%w (%w): %w", errRetry, ErrUnavailable, err)
+}
+
+// pgColumns are the columns COPY writes, in the order of pgRow.
+var pgColumns = []string{"ts", "instance", "client", "client_name", "proto", "qname", "qtype", "rcode", "source", "upstream", "duration_us", "list"}
+
+func (s *pgStore) write(rows []Row) error {
+	ctx, cancel := context.WithTimeout(context.Background(), pgWriteTimeout)
+	defer cancel()
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	// One COPY is one statement: the batch is stored whole or not at all.
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{pgTable}, pgColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		return s.pgRow(&rows[i]), nil
+	}))
+	return classifyPG(err)
+}
+
+// pgRow is r as stored: what SQLite would give back (the name in lower
+// case, a source or proto this version does not know as none, the
+// duration in 10 µs), its strings valid UTF-8 without NUL (PostgreSQL's
+// text refuses the rest).
+func (s *pgStore) pgRow(r *Row) []any {
+	var addr string
+	if r.Client.IsValid() {
+		addr = r.Client.Unmap().String()
+	}
+	name := ""
+	if r.QName != "" || r.QType != 0 {
+		name = strings.ToLower(r.QName)
+	}
+	return []any{
+		r.Time, s.instance, addr, text(r.ClientName), protos[protoCode(r.Proto)], text(name),
+		int32(r.QType), int32(r.Rcode), sources[sourceCode(r.Source)], text(r.Upstream),
+		int64(r.Duration/durUnit) * (durUnit / 1000), text(r.List),
+	}
+}
+
+// text is s as PostgreSQL's text takes it: invalid UTF-8 replaced, NUL
+// dropped. It allocates only for such a string.
+func text(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+}
+
+// maintain deletes one chunk of the rows before cutoff, on one replica at
+// a time: a replica that does not get the advisory lock leaves it to the
+// one that has it. max_mib does not apply: the database's space is its
+// administrator's. It measures the table's size for nxdns_history_bytes.
+func (s *pgStore) maintain(cutoff time.Time, _ int64) (more bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), pgWriteTimeout)
+	defer cancel()
+	if err := s.ensure(ctx); err != nil {
+		return false, err
+	}
+	defer s.measure(ctx)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, classifyPG(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	var got bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(pgLockRetention)).Scan(&got); err != nil {
+		return false, classifyPG(err)
+	}
+	if !got {
+		return false, nil // another replica is at it
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM nxdns_history WHERE id IN
+		(SELECT id FROM nxdns_history WHERE ts < $1 ORDER BY ts, id LIMIT $2)`, cutoff, deleteChunk)
+	if err != nil {
+		return false, classifyPG(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, classifyPG(err)
+	}
+	return tag.RowsAffected() == deleteChunk, nil
+}
+
+func (s *pgStore) measure(ctx context.Context) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT pg_total_relation_size('nxdns_history')`).Scan(&n); err == nil {
+		s.bytes.Store(n)
+	}
+}
+
+func (s *pgStore) size() int64 { return s.bytes.Load() }
+
+// used is 0: max_mib is not enforced on a shared database, so the writer
+// never runs maintenance for the size.
+func (s *pgStore) used() int64 { return 0 }
+
+func (s *pgStore) close() error {
+	s.pool.Close()
+	return nil
+}
+
+// where collects a query's conditions and their arguments.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// add appends a condition; each $ in cond is the next argument's
+// placeholder.
+func (w *where) add(cond string, args ...any) {
+	for _, a := range args {
+		w.args = append(w.args, a)
+		cond = strings.Replace(cond, "$", "\x00"+strconv.Itoa(len(w.args)), 1)
+	}
+	w.conds = append(w.conds, strings.ReplaceAll(cond, "\x00", "$"))
+}
+
+func (w *where) sql() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// arg adds an argument alone and returns its placeholder.
+func (w *where) arg(a any) string {
+	w.args = append(w.args, a)
+	return "$" + strconv.Itoa(len(w.args))
+}
+
+func (w *where) span(instance string, from, to time.Time) {
+	if instance != "" {
+		w.add("instance = $", instance)
+	}
+	if !from.IsZero() {
+		w.add("ts >= $", from)
+	}
+	if !to.IsZero() {
+		w.add("ts < $", to)
+	}
+}
+
+func (s *pgStore) read(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgReadTimeout)
+	if err := s.ensure(ctx); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ctx, cancel, nil
+}
+
+func (s *pgStore) rowsOnce(ctx context.Context, f filter) (page, error) {
+	ctx, cancel, err := s.read(ctx)
+	if err != nil {
+		return page{}, err
+	}
+	defer cancel()
+	var w where
+	w.span(f.Instance, f.From, f.To)
+	if f.Client != "" {
+		client := f.Client
+		if a, err := parseAddr(client); err == nil {
+			client = a
+		}
+		w.add("(client = $ OR lower(client_name) = lower($))", client, f.Client)
+	}
+	if f.Name != "" {
+		w.add("strpos(qname, $) > 0", strings.ToLower(f.Name))
+	}
+	if f.Type != 0 {
+		w.add("qtype = $", int32(f.Type))
+	}
+	if f.Source != "" {
+		w.add("source = $", f.Source)
+	}
+	if f.Rcode >= 0 {
+		w.add("rcode = $", int32(f.Rcode))
+	}
+	if f.Upstream != "" {
+		w.add("upstream = $", f.Upstream)
+	}
+	if f.Cursor != 0 {
+		w.add("(ts, id) < (SELECT ts, id FROM nxdns_history WHERE id = $)", f.Cursor)
+	}
+	q := `SELECT id, ts, instance, client, client_name, proto, qname, qtype, rcode, source, upstream, duration_us, list
+		FROM nxdns_history` + w.sql() + ` ORDER BY ts DESC, id DESC LIMIT ` + w.arg(f.Limit+1)
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return page{}, classifyPG(err)
+	}
+	defer rows.Close()
+	var out []entry
+	for rows.Next() {
+		var (
+			e            entry
+			qtype, rcode int32
+			us           int64
+		)
+		if err := rows.Scan(&e.key, &e.Time, &e.Instance, &e.Client, &e.ClientName, &e.Proto, &e.QName, &qtype, &rcode, &e.Source, &e.Upstream, &us, &e.List); err != nil {
+			return page{}, classifyPG(err)
+		}
+		e.Time = e.Time.UTC()
+		e.QType, e.Rcode, e.Duration = uint16(qtype), int(rcode), time.Duration(us)*time.Microsecond
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return page{}, classifyPG(err)
+	}
+	var p page
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		p.Next = out[len(out)-1].key
+	}
+	p.Rows = out
+	return p, nil
+}
+
+// parseAddr spells an address as the writer does.
+func parseAddr(s string) (string, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return "", err
+	}
+	return a.Unmap().String(), nil
+}
+
+func (s *pgStore) topOnce(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error) {
+	ctx, cancel, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	var w where
+	w.span(instance, from, to)
+	key := "qname"
+	switch what {
+	case TopDomains:
+		w.add("(qname <> '' OR qtype <> 0)")
+	case TopBlocked:
+		w.add("(qname <> '' OR qtype <> 0)")
+		w.add("source = 'blocked'")
+	case TopClients:
+		// Ranked by address, as SQLite ranks them.
+		key = "CASE client WHEN '' THEN client_name ELSE client END"
+	case TopUpstreams:
+		key = "upstream"
+		w.add("upstream <> ''")
+	default:
+		return nil, errors.New("history: unknown top list")
+	}
+	// Ties by the key's bytes, whatever the database's collation.
+	q := `SELECT k, n FROM (SELECT ` + key + ` AS k, count(*) AS n FROM nxdns_history` + w.sql() +
+		` GROUP BY 1) t ORDER BY n DESC, k COLLATE "C" LIMIT ` + w.arg(limit)
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return nil, classifyPG(err)
+	}
+	defer rows.Close()
+	out := []count{}
+	for rows.Next() {
+		var c count
+		if err := rows.Scan(&c.Key, &c.Count); err != nil {
+			return nil, classifyPG(err)
+		}
+		out = append(out, c)
+	}
+	return out, classifyPG(rows.Err())
+}
+
+func (s *pgStore) timelineOnce(ctx context.Context, instance string, from, to time.Time, step time.Duration) ([]bucket, error) {
+	st := step.Microseconds()
+	first := floorDiv(from.UnixMicro(), st)
+	out := emptyBuckets(from, to, step)
+	ctx, cancel, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	var w where
+	w.span(instance, from, to)
+	base, width := w.arg(first*st), w.arg(st)
+	q := `SELECT ((extract(epoch FROM ts) * 1000000)::bigint - ` + base + `) / ` + width + ` AS b, source, rcode, count(*)
+		FROM nxdns_history` + w.sql() + ` GROUP BY 1, 2, 3`
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return nil, classifyPG(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			b, n  int64
+			src   string
+			rcode int32
+		)
+		if err := rows.Scan(&b, &src, &rcode, &n); err != nil {
+			return nil, classifyPG(err)
+		}
+		if b >= 0 && b < int64(len(out)) {
+			out[b].N[outcome(sourceCode(src), int(rcode))] += n
+		}
+	}
+	return out, classifyPG(rows.Err())
+}
+
+// emptyBuckets are the timeline's buckets over [from, to), every count 0.
+func emptyBuckets(from, to time.Time, step time.Duration) []bucket {
+	st := step.Microseconds()
+	first, last := floorDiv(from.UnixMicro(), st), floorDiv(to.UnixMicro()-1, st)
+	out := make([]bucket, 0, last-first+1)
+	for b := first; b <= last; b++ {
+		out = append(out, bucket{Time: time.UnixMicro(b * st).UTC()})
+	}
+	return out
+}
+
+// again runs a read once more when it found the database unreachable:
+// after the server restarted, every connection the pool holds is dead
+// and fails once; the pool is emptied and the read made on a new one.
+func again[T any](ctx context.Context, s *pgStore, read func() (T, error)) (T, error) {
+	v, err := read()
+	if errors.Is(err, errRetry) && ctx.Err() == nil {
+		s.pool.Reset()
+		v, err = read()
+	}
+	return v, err
+}
+
+func (s *pgStore) rows(ctx context.Context, f filter) (page, error) {
+	return again(ctx, s, func() (page, error) { return s.rowsOnce(ctx, f) })
+}
+
+func (s *pgStore) top(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error) {
+	return again(ctx, s, func() ([]count, error) { return s.topOnce(ctx, what, instance, from, to, limit) })
+}
+
+func (s *pgStore) timeline(ctx context.Context, instance string, from, to time.Time, step time.Duration) ([]bucket, error) {
+	return again(ctx, s, func() ([]bucket, error) { return s.timelineOnce(ctx, instance, from, to, step) })
+}

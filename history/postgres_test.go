@@ -1,0 +1,259 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/internal/pgtest"
+)
+
+func pgOpen(t *testing.T, url, instance string) *pgStore {
+	t.Helper()
+	st, warn, err := openPostgres(url, instance)
+	if err != nil || warn != nil {
+		t.Fatalf("openPostgres: %v, %v", err, warn)
+	}
+	return st
+}
+
+func pgCount(t *testing.T, st *pgStore) int64 {
+	t.Helper()
+	var n int64
+	if err := st.pool.QueryRow(context.Background(), `SELECT count(*) FROM nxdns_history`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func someRow(i int) Row {
+	return Row{
+		Time: time.Now().Add(-time.Duration(i) * time.Millisecond), Client: netip.MustParseAddr("192.0.2.7"),
+		Proto: "udp", QName: "Example.COM.", QType: 1, Source: "pool", Upstream: "quad9", Duration: 1234 * time.Microsecond,
+	}
+}
+
+// The database stopped under load: no Record waits; the batch in hand
+// and a queue's worth of rows wait for it, and every row past them is
+// dropped and counted, exactly; the API answers 503 meanwhile; after the
+// restart the writer reconnects on its own and writes every row that
+// waited. (The outage lasts as long as the test takes to fill the
+// queue: the behaviour does not depend on its length.)
+func TestPostgresOutageBuffersThenDrops(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	st := pgOpen(t, pg.URL(), "edge-1")
+	const queue = 1000
+	down := make(chan int, 1)
+	cfg := config.Default().History
+	cfg.Instance = "edge-1"
+	h := startWith(st, cfg, zap.NewNop(), time.Now, options{queue: queue, retryMin: 5 * time.Millisecond, retryMax: 50 * time.Millisecond, down: down})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	for i := range 100 {
+		h.Record(someRow(i))
+	}
+	h.Sync()
+	if h.Rows() != 100 || pgCount(t, st) != 100 {
+		t.Fatalf("%d rows written, %d in the database, want 100", h.Rows(), pgCount(t, st))
+	}
+
+	// Another replica, idle through the outage: its pool keeps a
+	// connection the restart will have killed.
+	other := pgOpen(t, pg.URL(), "edge-2")
+	defer other.close()
+	if _, err := other.rows(context.Background(), filter{Rcode: -1, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	pg.Stop()
+	h.Record(someRow(0))
+	held := <-down // the writer holds this batch for the database
+	const extra = 500
+	for i := range queue + extra {
+		h.Record(someRow(i))
+	}
+	if got := h.Dropped(); got != extra {
+		t.Errorf("dropped %d rows while the database was down, want %d (the rows past the queue)", got, extra)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/api/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/api/history with the database down: %d, want 503", resp.StatusCode)
+	}
+
+	pg.Restart()
+	h.Sync() // returns once the held batch and the queue are written
+	want := int64(100 + held + queue)
+	if h.Rows() != uint64(want) || pgCount(t, st) != want {
+		t.Errorf("after the restart %d rows written, %d in the database, want %d", h.Rows(), pgCount(t, st), want)
+	}
+	if h.Dropped() != extra {
+		t.Errorf("dropped %d, want %d: rows that waited were lost", h.Dropped(), extra)
+	}
+	if p, err := other.rows(context.Background(), filter{Instance: "edge-1", Rcode: -1, Limit: 10}); err != nil || len(p.Rows) != 10 {
+		t.Errorf("the idle replica's first read after the restart: %d rows, %v", len(p.Rows), err)
+	}
+	resp, err = srv.Client().Get(srv.URL + "/api/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/api/history after the restart: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A database of the first schema version, with rows, is brought up to
+// date at start and its rows are read; one of a newer binary is refused.
+func TestPostgresMigratesAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	ctx := context.Background()
+	old := pgOpen(t, pg.URL(), "old")
+	// Back to what a binary knowing only migration 1 left behind.
+	for _, q := range []string{`DROP TABLE nxdns_history`, `DROP TABLE nxdns_history_schema`} {
+		if _, err := old.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := migratePostgres(ctx, old.pool, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.write([]Row{someRow(0)}); err != nil {
+		t.Fatal(err)
+	}
+	old.close()
+
+	st := pgOpen(t, pg.URL(), "new")
+	defer st.close()
+	var version int
+	if err := st.pool.QueryRow(ctx, `SELECT version FROM nxdns_history_schema`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != len(pgMigrations) {
+		t.Errorf("schema version %d after start, want %d", version, len(pgMigrations))
+	}
+	var idx int
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_instance_ts'`).Scan(&idx); err != nil || idx != 1 {
+		t.Errorf("index of migration 2: %d, %v", idx, err)
+	}
+	p, err := st.rows(ctx, filter{Instance: "old", Rcode: -1, Limit: 10})
+	if err != nil || len(p.Rows) != 1 || p.Rows[0].QName != "example.com." || p.Rows[0].Instance != "old" {
+		t.Errorf("the old row after migrating: %+v, %v", p.Rows, err)
+	}
+
+	if _, err := st.pool.Exec(ctx, `UPDATE nxdns_history_schema SET version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openPostgres(pg.URL(), "older"); !errors.Is(err, errNewerSchema) {
+		t.Errorf("opening a newer schema: %v, want errNewerSchema", err)
+	}
+}
+
+// Retention runs on one replica at a time: while another holds the
+// advisory lock, maintain deletes nothing; then it deletes exactly the
+// old rows.
+func TestPostgresRetentionOneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	ctx := context.Background()
+	st := pgOpen(t, pg.URL(), "a")
+	defer st.close()
+	now := time.Now()
+	var rows []Row
+	for i := range 10 {
+		r := someRow(0)
+		r.Time = now.Add(-time.Duration(i) * 24 * time.Hour)
+		rows = append(rows, r)
+	}
+	if err := st.write(rows); err != nil {
+		t.Fatal(err)
+	}
+	other, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(pgLockRetention)); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := now.Add(-7*24*time.Hour + time.Hour) // days 7, 8, 9 are older
+	if _, err := st.maintain(cutoff, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := pgCount(t, st); n != 10 {
+		t.Errorf("%d rows after maintain while another replica holds the lock, want 10", n)
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(pgLockRetention)); err != nil {
+		t.Fatal(err)
+	}
+	other.Release()
+	if _, err := st.maintain(cutoff, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := pgCount(t, st); n != 7 {
+		t.Errorf("%d rows after maintain, want 7", n)
+	}
+	if st.size() <= 0 {
+		t.Errorf("size %d, want the table's", st.size())
+	}
+}
+
+// A database that cannot be reached at start: Open succeeds (DNS and the
+// queue go on), the warning names the database without its password,
+// and the API answers 503.
+func TestPostgresUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg := config.Default().History
+	cfg.Postgres = "postgres://nxdnsd:s3cret@127.0.0.1:1/h?sslmode=disable&connect_timeout=2"
+	h, err := Open(cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.Record(someRow(0))
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/api/stats/top")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "unreachable") {
+		t.Errorf("/api/stats/top: %d %q, want 503 saying unreachable", resp.StatusCode, body)
+	}
+	if logs.FilterMessageSnippet("unreachable").Len() == 0 {
+		t.Errorf("no warning: %v", logs.All())
+	}
+	for _, e := range logs.All() {
+		if b, _ := json.Marshal(e.ContextMap()); strings.Contains(string(b)+e.Message, "s3cret") {
+			t.Errorf("the password is in the log: %s %s", e.Message, b)
+		}
+	}
+	if strings.Contains(string(body), "s3cret") {
+		t.Errorf("the password is in the answer: %s", body)
+	}
+}
