@@ -92,6 +92,9 @@ func (r *report) markdown() string {
 		if t.blocking != nil {
 			r.writeBlocking(&b, t)
 		}
+		if t.peers != nil {
+			r.writePeersBlocking(&b, t.peers)
+		}
 		r.writeLatency(&b, t)
 	}
 	if len(r.bursts) > 0 {
@@ -368,6 +371,9 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		r.verdictHits(check, notChecked, t)
 		if t.blocking != nil {
 			r.verdictBlocking(check, notChecked, t)
+		}
+		if t.peers != nil {
+			r.verdictPeers(check, notChecked, t.peers)
 		}
 	}
 	for _, x := range r.bursts {
