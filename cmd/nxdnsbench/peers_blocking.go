@@ -210,7 +210,7 @@ func (e *peersEnv) nxdnsdPeer(name, slug string, history bool) blockPeer {
 
 func (e *peersEnv) dnsmasqPeer(ctx context.Context) blockPeer {
 	p := blockPeer{name: "dnsmasq", slug: "dnsmasq"}
-	bin, err := exec.LookPath(e.c.peers.dnsmasq)
+	bin, err := lookPeer(e.c.peers.dnsmasq)
 	if err != nil {
 		p.skip = fmt.Sprintf("not installed: no %s in PATH (`go tool task bench` installs it)", e.c.peers.dnsmasq)
 		return p
@@ -245,7 +245,7 @@ func (e *peersEnv) dnsmasqPeer(ctx context.Context) blockPeer {
 
 func (e *peersEnv) unboundPeer(ctx context.Context) blockPeer {
 	p := blockPeer{name: "Unbound", slug: "unbound"}
-	bin, err := exec.LookPath(e.c.peers.unbound)
+	bin, err := lookPeer(e.c.peers.unbound)
 	if err != nil {
 		p.skip = fmt.Sprintf("not installed: no %s in PATH (`go tool task bench` installs it)", e.c.peers.unbound)
 		return p
@@ -309,6 +309,20 @@ func (e *peersEnv) corednsPeer(ctx context.Context) blockPeer {
 		return launch{cmd: exec.Command(bin, "-conf", path), addr: listen}, nil
 	}
 	return p
+}
+
+// lookPeer finds a peer's binary in PATH or, for a bare name, in
+// /usr/sbin, where Debian installs dnsmasq and Unbound and which a user's
+// PATH may lack.
+func lookPeer(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil || strings.Contains(name, "/") {
+		return p, err
+	}
+	if p, err2 := exec.LookPath(filepath.Join("/usr/sbin", name)); err2 == nil {
+		return p, nil
+	}
+	return "", err
 }
 
 // start prepares and starts p for one phase without waiting for it; it
