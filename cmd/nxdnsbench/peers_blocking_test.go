@@ -333,6 +333,7 @@ func TestReportPeersBlocking(t *testing.T) {
 				blocked: run(100_000, 3*time.Second), hits: run(99_000, 3*time.Second), fwd: run(14_000, 4*time.Second), historyRows: -1},
 			{name: "CoreDNS", skip: "building CoreDNS v1.15.0: no network", historyRows: -1},
 		}}
+	pr.rows[2].blocked.perf.Lost = 1234
 	r := report{machine: machine{CPUs: 2, Started: time.Now()},
 		cfg:        runConfig{perf: perfParams{Duration: 10 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1_000_000, hitNames: 1000, peers: peersConfig{names: 1_000_000}},
 		throughput: &throughput{ceiling: ceil(100_000), nx: run(40_000, 5*time.Second), peers: pr}}
@@ -347,6 +348,7 @@ func TestReportPeersBlocking(t *testing.T) {
 		"| nxdnsd | 11.0 MiB | 60.0 MiB | 90.0 MiB | 1.500 s | 90,000 (0.90) | 3.3 µs | 80,000 (0.80) | 3.8 µs | 40,000 (0.40) | 12.5 µs |",
 		"| Unbound 1.17.1 | 20.0 MiB | 500.0 MiB | 500.0 MiB | 12.0 s | 100,000 (1.00) | 3.0 µs |",
 		"| CoreDNS | not measured |",
+		"| 50,000 (0.50, 1,234 lost) | 10.0 µs |",
 		"- CoreDNS: building CoreDNS v1.15.0: no network",
 		"1,500,000 history rows written",
 		"local=/name/",

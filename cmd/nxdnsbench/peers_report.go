@@ -17,7 +17,11 @@ func (r *report) writePeersBlocking(b *strings.Builder, pr *peersRuns) {
 		if x == nil {
 			return "– | –"
 		}
-		return fmt.Sprintf("%s (%.2f) | %s", thousands(x.perf.QPS), x.perf.QPS/ceiling.perf.QPS, usPerQuery(x))
+		lost := ""
+		if x.perf.Lost > 0 {
+			lost = fmt.Sprintf(", %s lost", thousands(float64(x.perf.Lost)))
+		}
+		return fmt.Sprintf("%s (%.2f%s) | %s", thousands(x.perf.QPS), x.perf.QPS/ceiling.perf.QPS, lost, usPerQuery(x))
 	}
 	fmt.Fprintf(b, "| ceiling: dnsperf at the fake | – | – | – | – | %s | %s | %s |\n",
 		cell(pr.ceilBlocked, pr.ceilBlocked), cell(pr.ceilHits, pr.ceilHits), cell(pr.ceilFwd, pr.ceilFwd))
@@ -52,7 +56,7 @@ func (r *report) writePeersBlocking(b *strings.Builder, pr *peersRuns) {
 	}
 	fmt.Fprintf(b, "\nEach server in turn, alone with dnsperf and the in-process fakes, started three times: without the list (RSS once it forwards), "+
 		"with the list and its caches off (the time from its start to its first blocked answer, polled every %v; its RSS then, VmRSS and VmHWM; then (c)), "+
-		"with the list and its caches on ((b), then (a)). Ratios are to the ceiling of the same query file, dnsperf straight at the fake, "+
+		"with the list and its caches on ((b), then (a)). Ratios are to the ceiling of the same query file (queries dnsperf gave up on, after its 5 s timeout, follow as lost), dnsperf straight at the fake, "+
 		"measured at the start of this run; CPU per query is the server's own user and system time (/proc/PID/stat, every thread) "+
 		"over the queries dnsperf completed (the ceiling's: the fake's). (a) asks the list's names in the order generated, (b) the hits rows' %s names, "+
 		"(c) the throughput rows' %s names. Queries of (a) that reached the fakes: %s.\n",
