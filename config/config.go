@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"net/netip"
 	"time"
@@ -54,6 +55,17 @@ type Server struct {
 	// RebindAllowNames is RebindAllow as validation made it (Load, Parse,
 	// Validate): lower-case, fully qualified; read from no key.
 	RebindAllowNames []string `toml:"-"`
+
+	// The encrypted listeners and their certificate (spec section 14,
+	// config/tlslisten.go).
+	TLSListen   []string `toml:"tls_listen"`   // DNS over TLS (RFC 7858) addresses
+	HTTPSListen []string `toml:"https_listen"` // DNS over HTTPS (RFC 8484) addresses
+	CertFile    string   `toml:"cert_file"`    // PEM certificate chain of both
+	KeyFile     string   `toml:"key_file"`     // PEM private key of cert_file
+
+	// Certificate is cert_file and key_file loaded by validation, read
+	// from no key; nil when neither is set.
+	Certificate *tls.Certificate `toml:"-"`
 }
 
 // UpstreamPolicy is the [upstream] table: the pool's budget and health policy.

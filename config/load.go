@@ -75,6 +75,7 @@ func parse(data []byte, dir string) (*Config, error) {
 	}
 	if dir != "" {
 		cfg.Clients.resolveFiles(dir)
+		cfg.Server.resolveTLSFiles(dir)
 		for i := range cfg.Upstreams {
 			if f := cfg.Upstreams[i].CAFile; f != "" && !filepath.IsAbs(f) {
 				cfg.Upstreams[i].CAFile = filepath.Join(dir, f)

@@ -11,8 +11,8 @@ import (
 // The configuration the archive and the Debian package ship saves the
 // cache in the state directory that the unit both ship asks systemd for
 // (the archive's unit had none, so every shutdown failed to save it),
-// (as the block lists' copies, blocking.state_dir), and serves both
-// address families.
+// (as the block lists' copies, blocking.state_dir, and the query
+// history, history.path), and serves both address families.
 func TestShippedConfigurationAgreesWithTheUnit(t *testing.T) {
 	t.Parallel()
 	cfg, err := Load("../deploy/nxdns.toml")
@@ -33,6 +33,9 @@ func TestShippedConfigurationAgreesWithTheUnit(t *testing.T) {
 	}
 	if lists, ok := strings.CutPrefix(cfg.Blocking.StateDir, "/var/lib/"+state+"/"); !ok || lists == "" {
 		t.Errorf("blocking.state_dir = %q, want a directory under the unit's StateDirectory /var/lib/%s", cfg.Blocking.StateDir, state)
+	}
+	if !cfg.History.Enabled || filepath.Dir(cfg.History.Path) != "/var/lib/"+state {
+		t.Errorf("history.path = %q (enabled %v), want a file in the unit's StateDirectory /var/lib/%s", cfg.History.Path, cfg.History.Enabled, state)
 	}
 	assertBothFamilies(t, "deploy/nxdns.toml", cfg.Server.Listen)
 }

@@ -46,6 +46,7 @@ func (c *Config) check() Problems {
 	listens := ck.server(c.Server)
 	c.Server.AllowPrefixes = ck.allow(c.Server.Allow)
 	ck.rebind(&c.Server)
+	ck.encrypted(&c.Server, listens)
 	ck.policy(c.Upstream)
 	ck.upstreams(c.Upstreams)
 	ck.bootstrap(&c.Upstream, c.Server.Listen, hostAddrs)

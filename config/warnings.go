@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // warningPrefix starts the message of every warning, so that its line
@@ -27,6 +28,9 @@ func (c *Config) Warnings() Problems {
 		if msg := cacheDirProblem(c.Cache.Path); msg != "" {
 			warn("cache.path", msg)
 		}
+	}
+	if msg := certificateWarning(c.Server.Certificate, time.Now()); msg != "" {
+		warn("server.cert_file", msg)
 	}
 	ws = append(ws, c.adminAuthWarnings()...)
 	ws = append(ws, c.bootstrapWarnings()...)

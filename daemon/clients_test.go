@@ -396,7 +396,7 @@ func TestReloadRenamesClient(t *testing.T) {
 	o := startObserved(t, static("before"), false, options{})
 	ask(t, "udp", o.udp, wiretest.Query("one.example.", dns.TypeA))
 	after := "[server]\nlisten = [\"127.0.0.1:0\"]\n" + static("after")
-	if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCache(after))) }); err != nil {
+	if err := o.d.Reload(func() (*config.Config, error) { return config.Parse([]byte(withoutCacheOrHistory(after))) }); err != nil {
 		t.Fatal(err)
 	}
 	ask(t, "udp", o.udp, wiretest.Query("two.example.", dns.TypeA))

@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -54,9 +55,16 @@ type Daemon struct {
 	// max_tcp_connections): one server.Server per listen address shares it.
 	admission *server.Admission
 
+	cert atomic.Pointer[tls.Certificate] // the encrypted listeners' (encrypted.go), or nil
+
 	metrics *metrics.Metrics // always non-nil
 	qlog    *querylog.Logger // or nil: query_log.path is ""
 	admin   *admin.Server    // or nil: admin.listen is ""
+
+	// history is the query history (spec section 12), opened by Start in
+	// the background and by a reload that changes [history]. Always
+	// non-nil; what it holds may be no history.
+	history *historian
 
 	// blocking owns the lists (spec section 11), once per daemon: every
 	// generation's handler decides through its Engine, and a reload
@@ -104,7 +112,9 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	if d.qlog, err = newQueryLog(cfg.QueryLog, log, opts, d.metrics); err != nil {
 		return nil, err
 	}
-	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog, localError: d.localError}
+	d.history = newHistorian(log)
+	d.metrics.AttachHistory(d.history)
+	d.hooks = &observer{metrics: d.metrics, recent: newRecent(cfg.Admin.RecentQueries), qlog: d.qlog, history: d.history, localError: d.localError}
 	d.cache = d.newCache()
 	d.clients = d.newClients(cfg)
 	d.hooks.clients = d.clients
@@ -114,7 +124,8 @@ func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, er
 	}
 	d.front.cur.Store(g)
 	d.metrics.UsePool(g.pool, g.ups)
-	for _, a := range cfg.Server.Listen {
+	d.cert.Store(cfg.Server.Certificate)
+	for _, a := range listenAddrs(cfg) {
 		d.listeners = append(d.listeners, d.newListener(a))
 	}
 	d.admin = d.newAdmin()
@@ -132,10 +143,13 @@ func localRecords(rs []config.LocalRecord) []query.Record {
 }
 
 // Start loads the block lists' last good copies (their downloads go on
-// in the background), binds every listener, the admin server's
-// included, and starts serving. On an error nothing is left running.
+// in the background), starts opening the query history (in the
+// background too: DNS is served while it opens), binds every listener,
+// the admin server's included, and starts serving. On an error nothing is
+// left running.
 func (d *Daemon) Start() error {
 	d.blocking.Start(context.Background())
+	d.history.apply(d.cfg.History)
 	if d.admin != nil {
 		if err := d.admin.Start(); err != nil {
 			d.abandon()
@@ -184,6 +198,9 @@ func (d *Daemon) abandon() {
 		g.close(nil)
 	}
 	_ = d.boot.Close()
+	if d.history != nil {
+		d.history.close()
+	}
 	d.closeQueryLog()
 }
 
@@ -205,8 +222,9 @@ func (d *Daemon) Pool() *actors.Pool { return d.front.current().pool }
 
 // Shutdown stops listening at once, lets queries in flight finish until
 // ctx is done, stops the admin server, stops the pool's actors, closes
-// every upstream socket, and finally writes out and closes the query log:
-// every line of an answered query is written, none is cut off by the exit.
+// every upstream socket, and finally writes out and closes the query
+// history and the query log: every row and line of an answered query is
+// written, none is cut off by the exit.
 // A second call does nothing more.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
@@ -236,6 +254,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.saveCache()
 	g.close(nil)
 	_ = d.boot.Close()
+	d.history.close() // after the listeners: it writes what is queued
 	d.closeQueryLog()
 	d.log.Info("nxdnsd stopped")
 	return err

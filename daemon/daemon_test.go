@@ -39,11 +39,11 @@ func startDaemon(tb testing.TB, src string) *started {
 
 // runDaemon starts a daemon on the configuration src with the test seams
 // opts, and shuts it down when the test ends. Unless src has a [cache]
-// table the answer cache is off: the tests of forwarding count what
-// reaches the upstreams.
+// table the answer cache is off, and unless it has a [history] table the
+// query history (withoutCacheOrHistory).
 func runDaemon(tb testing.TB, src string, opts options) *started {
 	tb.Helper()
-	cfg, err := config.Parse([]byte(withoutCache(src)))
+	cfg, err := config.Parse([]byte(withoutCacheOrHistory(src)))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
@@ -81,12 +81,19 @@ func (s *started) addr(proto string) string {
 	return s.udp
 }
 
-// withoutCache turns the answer cache off in src unless src configures it.
-func withoutCache(src string) string {
-	if strings.Contains(src, "[cache]") {
-		return src
+// withoutCacheOrHistory turns the answer cache off in src unless src
+// configures it, and the query history likewise: a test of forwarding
+// counts what reaches the upstreams, and the history's writer (SQLite,
+// slow under -race) would take the CPU of a test under load. The
+// history's tests (history_test.go) give a [history] table.
+func withoutCacheOrHistory(src string) string {
+	if !strings.Contains(src, "[cache]") {
+		src += "\n[cache]\nenabled = false\n"
 	}
-	return src + "\n[cache]\nenabled = false\n"
+	if !strings.Contains(src, "[history]") {
+		src += "\n[history]\nenabled = false\n"
+	}
+	return src
 }
 
 func upstreamTOML(addrs ...string) string {

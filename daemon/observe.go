@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"io"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -49,12 +50,13 @@ type options struct {
 }
 
 // observer is the daemon's query.Hooks: every answered query is counted
-// in the metrics, kept among the recent queries and written to the query
-// log. It runs on the query's goroutine and neither waits nor allocates.
+// in the metrics, kept among the recent queries, written to the query
+// log and queued for the query history. It runs on the query's goroutine and neither waits nor allocates.
 type observer struct {
 	metrics *metrics.Metrics // always non-nil
 	recent  *recent          // or nil: admin.recent_queries is 0
 	qlog    *querylog.Logger // or nil: the query log is off
+	history *historian       // or nil (benchmarks); it may hold no history
 
 	// localError, or nil, hears each attempt that ended in a local error
 	// (no route, no sockets), which the pool records nowhere: the
@@ -70,12 +72,13 @@ type observer struct {
 var _ query.Hooks = (*observer)(nil)
 
 // overloaded counts a query refused past server.max_concurrent_queries (or
-// its client's share) and writes its query-log line (source refused), on
-// the listener's goroutine: the line is encoded into a free buffer of the
-// writer or dropped, never waited for.
+// its client's share) and writes its query-log line and history row
+// (source refused), on the listener's goroutine: the line is encoded into
+// a free buffer of the writer or dropped, the row queued or dropped,
+// never waited for.
 func (o *observer) overloaded(raw []byte, proto string, client netip.AddrPort) {
 	o.metrics.OverloadRefused()
-	if o.qlog == nil {
+	if o.qlog == nil && !o.history.active() {
 		return
 	}
 	var e query.Entry
@@ -83,9 +86,10 @@ func (o *observer) overloaded(raw []byte, proto string, client netip.AddrPort) {
 	if o.clients != nil {
 		e.ClientName = o.clients.Name(client.Addr())
 	}
-	if !o.qlog.Log(&e) {
+	if o.qlog != nil && !o.qlog.Log(&e) {
 		o.metrics.QueryLogDropped()
 	}
+	o.history.record(&e)
 }
 
 // QueryDone implements query.Hooks.
@@ -110,6 +114,7 @@ func (o *observer) QueryDone(e *query.Entry) {
 	if o.qlog != nil && !o.qlog.Log(e) {
 		o.metrics.QueryLogDropped()
 	}
+	o.history.record(e)
 	if o.localError != nil {
 		for i := range e.Attempts {
 			if a := &e.Attempts[i]; a.Outcome == actors.OutcomeLocalError {
@@ -171,7 +176,10 @@ func (d *Daemon) newAdmin() *admin.Server {
 		Allow:    func(a netip.Addr) bool { return d.front.current().handler.Allows(a) },
 		Hosts:    d.cfg.Admin.Hosts,
 		Auth:     adminAuth(d.cfg.Admin),
-		Routes:   d.blocking.Register,
+		Routes: func(mux *http.ServeMux) {
+			d.blocking.Register(mux)
+			d.history.Register(mux)
+		},
 	})
 }
 

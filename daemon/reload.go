@@ -96,7 +96,7 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 
 	// New addresses first: should one fail to bind, nothing has changed.
 	// They serve the running generation until the new one is published.
-	keep, added, removed := d.splitListeners(eff.Server.Listen)
+	keep, added, removed := d.splitListeners(listenAddrs(eff))
 	for i, l := range added {
 		if err := l.srv.Start(); err != nil {
 			d.stopListeners(context.Background(), added[:i])
@@ -114,10 +114,14 @@ func (d *Daemon) reloadLocked(load func() (*config.Config, error)) error {
 
 	// Published: every query from here on runs on g.
 	d.front.cur.Store(g)
+	d.cert.Store(eff.Server.Certificate)
 	d.metrics.UsePool(g.pool, ups)
 	d.metrics.UseZones(zoneNames(eff))
 	// Lists whose name, source and kind are unchanged keep their copies.
 	d.blocking.Reload(eff.Blocking)
+	// A changed [history] closes the open one and opens the new in the
+	// background; an unchanged one that could not be opened is retried.
+	d.history.apply(eff.History)
 	d.cfg = eff
 	d.clients.Reload(clients.FromConfig(eff.Clients))
 	if d.level != nil && eff.Log.Level != running.Log.Level {
@@ -182,9 +186,10 @@ func (d *Daemon) retire(old, next *generation) {
 // beside it) is never pinned by itself: the key it comes from must be live
 // (server.allow and its prefixes are).
 var liveKeys = map[string][]string{
-	// allow and rebinding protection are the query handler's, rebuilt by
-	// every reload.
-	"server": {"listen", "allow", "rebind_protection", "rebind_allow"},
+	// allow, rebinding protection, the encrypted listeners and their pair
+	// are the query handler's and the listeners', rebuilt by every reload
+	// (certbot's renewal hook reloads: encrypted.go).
+	"server": {"listen", "allow", "rebind_protection", "rebind_allow", "tls_listen", "https_listen", "cert_file", "key_file"},
 	// serve_stale also decides how long the cache keeps expired answers:
 	// a restart's.
 	"cache":     {"prefetch", "stale_answer_ttl_s", "stale_client_timeout_ms"},
@@ -250,6 +255,9 @@ type listener struct {
 // newListener returns the (unstarted) server of one listen address, with
 // the running [server] limits.
 func (d *Daemon) newListener(addr string) *listener {
+	if l := d.newEncryptedListener(addr); l != nil {
+		return l
+	}
 	s := d.cfg.Server
 	return &listener{addr: addr, srv: &server.Server{
 		Listen:               []string{addr},

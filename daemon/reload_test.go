@@ -28,7 +28,7 @@ func reloadSrc(src string) string {
 	if !strings.Contains(src, "[admin]") {
 		src += "\n[admin]\nlisten = \"\"\n"
 	}
-	return withoutCache(src)
+	return withoutCacheOrHistory(src)
 }
 
 // reload applies src (completed by reloadSrc) to d.

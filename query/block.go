@@ -48,7 +48,8 @@ func (h *Handler) answerBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
 func (h *Handler) decideBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	var name [maxNameLen]byte
 	qname := s.req.wireName(&name)
-	d := h.block.Decide(s.entry.Client.Addr(), nil, qname)
+	var nb [clientNamesMax]string
+	d := h.block.Decide(s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
 	s.allowed = d.Allowed
 	if !d.Blocked {
 		return nil, nil, 0, false
@@ -56,6 +57,26 @@ func (h *Handler) decideBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	out, rcode := s.req.blocked(d.Answer(), d.List, s.buf)
 	s.entry.Source, s.entry.List = SourceBlocked, d.List
 	return nil, out, rcode, true
+}
+
+// clientNamesMax is how many names of a client a decision takes without
+// an allocation: a DoH path's and a few from the client names.
+const clientNamesMax = 4
+
+// clientNames appends to dst every name s's client has, for the groups
+// that name clients (spec section 11: a client belongs to every group
+// that names it, by address, prefix or client name): the DoH path's name
+// it gave itself, then those the client names give its address
+// (clients.Directory.Names, which may start a PTR lookup beside the
+// query, never waiting for it).
+func (h *Handler) clientNames(s *scratch, dst []string) []string {
+	if n := s.entry.ClientName; n != "" {
+		dst = append(dst, n) // the DoH path's, or the directory's first (again below: harmless)
+	}
+	if h.clients != nil && s.entry.Client.IsValid() {
+		dst = h.clients.Names(s.entry.Client.Addr(), dst)
+	}
+	return dst
 }
 
 // inspect is step 8's CNAME inspection of an answer to s's query (a
@@ -143,7 +164,8 @@ func (c *chainDecider) add(target, qname []byte) bool {
 // decide decides on the targets collected; it reports whether the
 // decision is made: blocked, or the name asked allowed (exempt).
 func (c *chainDecider) decide(qname []byte) bool {
-	c.d = c.h.block.DecideChain(c.client, nil, qname, c.s.cb.chain[:c.n])
+	var nb [clientNamesMax]string
+	c.d = c.h.block.DecideChain(c.client, c.h.clientNames(c.s, nb[:0]), qname, c.s.cb.chain[:c.n])
 	c.n = 0
 	return c.d.Blocked || c.d.Allowed
 }

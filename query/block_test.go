@@ -13,6 +13,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/blocking"
 	"github.com/nxdnsd/nxdnsd/blocking/blocktest"
+	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 )
@@ -472,6 +473,44 @@ func TestBlockedGeneralPathAndEDESize(t *testing.T) {
 		}
 		if rec.last().List != long {
 			t.Errorf("UDP size %d: the entry's list is not the list's name", size)
+		}
+	}
+}
+
+// A group that names a client by its name (spec sections 11 and 15)
+// blocks for the address the client names give that name, and follows
+// the name: another address is not in the group. The tablet at
+// 127.0.0.2 is in the kids' group by its static name; 127.0.0.1 is not.
+// Fails before the client names were passed to the decision (nil names:
+// the tablet was in no group but default).
+func TestBlockedByClientName(t *testing.T) {
+	t.Parallel()
+	kids := listFile(t, "||games.example^")
+	e := newBlocking(t, fmt.Sprintf(`
+[[blocking.lists]]
+name = "kids"
+source = %q
+[[blocking.groups]]
+name = "kids"
+clients = ["tablet"]
+lists = ["kids"]
+`, kids))
+	tablet := netip.MustParseAddrPort("127.0.0.2:5000")
+	d := clients.New(clients.Config{Static: []clients.Static{{Name: "tablet", Addrs: []netip.Addr{tablet.Addr()}}}}, nil, nil)
+	t.Cleanup(d.Close)
+	pool := answeringPool(t, "games.example. 300 IN A 192.0.2.1")
+	h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Blocking: e, Clients: d})
+	for _, tt := range []struct {
+		client  netip.AddrPort
+		blocked bool
+	}{
+		{tablet, true},
+		{netip.MustParseAddrPort("127.0.0.1:5000"), false},
+	} {
+		m := exchangeFrom(t, h, tt.client, withEDNS(newQuery("games.example.", dns.TypeA), 1232, false), ProtoUDP)
+		text, ok := blockedEDE(m)
+		if en := rec.last(); ok != tt.blocked || (tt.blocked && (text != "blocked by kids" || en.List != "kids")) {
+			t.Errorf("from %s (client name %q): EDE %q (%v), source %q; want blocked %v", tt.client, en.ClientName, text, ok, en.Source, tt.blocked)
 		}
 	}
 }

@@ -85,7 +85,7 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 	}
 	br := &blockingRuns{rules: c.blockRules + 1}
 
-	conf, err := newDaemonConf(primary, secondary, 32, "")
+	conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 	if err := writeBlockedQueries(blocked, c.hitNames); err != nil {
 		return nil, err
 	}
-	if conf, err = newDaemonConf(primary, secondary, 32, ""); err != nil {
+	if conf, err = c.nxdnsdConf(primary, secondary, 32, ""); err != nil {
 		return nil, err
 	}
 	conf.Cache = t.cache.enabled(true)

@@ -40,6 +40,9 @@ type dnsdistConf struct {
 	// PacketCache, when above 0, gives the default pool a packet cache of
 	// that many entries; 0 forwards every query.
 	PacketCache int
+
+	// Enc, when set, adds a DoT and a DoH frontend (encrypted.go).
+	Enc encListen
 }
 
 // lua renders c as a dnsdist configuration file (Lua). Health checks are
@@ -53,6 +56,7 @@ func (c dnsdistConf) lua() string {
 	b.WriteString("-- No security-status polling: it would send a DNS query off the machine.\n")
 	b.WriteString("setSecurityPollSuffix(\"\")\n")
 	fmt.Fprintf(&b, "setLocal(%q)\n", c.Listen.String())
+	b.WriteString(c.Enc.lua())
 	for i, a := range c.Backends {
 		fmt.Fprintf(&b, "newServer({address=%q, order=%d})\n", a.String(), i+1)
 	}

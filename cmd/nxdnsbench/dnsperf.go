@@ -22,10 +22,18 @@ type perfParams struct {
 	Clients     int           // -c
 	Outstanding int           // -q
 	Threads     int           // -T
+
+	// Mode is -m: "" (UDP), "dot" or "doh" (GET to https://ADDR/dns-query).
+	Mode   string
+	MaxQPS int // -Q, when > 0: dnsperf sends at most this many queries a second
 }
 
 func (p perfParams) String() string {
-	return fmt.Sprintf("-l %g -c %d -q %d -T %d", p.Duration.Seconds(), p.Clients, p.Outstanding, p.Threads)
+	s := fmt.Sprintf("-l %g -c %d -q %d -T %d", p.Duration.Seconds(), p.Clients, p.Outstanding, p.Threads)
+	if p.MaxQPS > 0 {
+		s += fmt.Sprintf(" -Q %d", p.MaxQPS)
+	}
+	return s
 }
 
 // perfResult is one dnsperf run as its statistics report it.
@@ -70,7 +78,7 @@ func writeQueryFile(path, prefix string, n int) error {
 // outstanding at the end (its -t timeout, 5 s by default).
 const dnsperfWaitSlack = 20 * time.Second
 
-// runDNSPerf runs dnsperf against target over UDP and parses its
+// runDNSPerf runs dnsperf against target over UDP (or p.Mode) and parses its
 // statistics. It is killed, with its process group, if it outlives
 // p.Duration + dnsperfWaitSlack or ctx.
 func runDNSPerf(ctx context.Context, bin, queries string, target netip.AddrPort, p perfParams) (*perfResult, error) {
@@ -81,6 +89,15 @@ func runDNSPerf(ctx context.Context, bin, queries string, target netip.AddrPort,
 		"-d", queries,
 		"-l", strconv.FormatFloat(p.Duration.Seconds(), 'f', -1, 64),
 		"-c", strconv.Itoa(p.Clients), "-q", strconv.Itoa(p.Outstanding), "-T", strconv.Itoa(p.Threads))
+	if p.Mode != "" {
+		cmd.Args = append(cmd.Args, "-m", p.Mode)
+	}
+	if p.Mode == "doh" {
+		cmd.Args = append(cmd.Args, "-O", "doh-uri=https://"+target.String()+"/dns-query")
+	}
+	if p.MaxQPS > 0 {
+		cmd.Args = append(cmd.Args, "-Q", strconv.Itoa(p.MaxQPS))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

@@ -82,7 +82,7 @@ func runBurst(ctx context.Context, c runConfig, dir string, s scenario) (*burst,
 	}
 	defer primary.Close()
 	defer secondary.Close()
-	conf, err := newDaemonConf(primary, secondary, s.PrimarySlots, "")
+	conf, err := c.nxdnsdConf(primary, secondary, s.PrimarySlots, "")
 	if err != nil {
 		return nil, err
 	}

@@ -174,8 +174,12 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 // its history on, dnsmasq, Unbound, CoreDNS; each that is missing says why.
 func (e *peersEnv) peers(ctx context.Context) []blockPeer {
 	ps := []blockPeer{e.nxdnsdPeer("nxdnsd", "nxdnsd", false)}
-	if e.c.peers.history {
+	switch {
+	case e.c.peers.history && e.c.historyKnown:
 		ps = append(ps, e.nxdnsdPeer("nxdnsd, history on (SQLite)", "nxdnsd-history", true))
+	case e.c.peers.history:
+		ps = append(ps, blockPeer{name: "nxdnsd, history on (SQLite)", history: true,
+			skip: "this nxdnsd has no query history (-check refuses [history])"})
 	}
 	ps = append(ps, e.dnsmasqPeer(ctx), e.unboundPeer(ctx), e.corednsPeer(ctx))
 	return ps
@@ -191,14 +195,14 @@ func (e *peersEnv) nxdnsdPeer(name, slug string, history bool) blockPeer {
 		if list {
 			conf.BlockList = e.lists.hosts
 		}
-		db := ""
+		conf.HistoryOff = e.c.historyKnown
 		if history {
-			if db, err = filepath.Abs(filepath.Join(e.dir, slug+"-"+tag+".db")); err != nil {
+			if conf.HistoryPath, err = filepath.Abs(filepath.Join(e.dir, slug+"-"+tag+".db")); err != nil {
 				return launch{}, err
 			}
 		}
 		path := filepath.Join(e.dir, slug+"-"+tag+".toml")
-		if err := os.WriteFile(path, []byte(conf.toml()+historyTOML(db)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(conf.toml()), 0o644); err != nil {
 			return launch{}, err
 		}
 		if err := checkConf(ctx, e.c.nxdnsd, path); err != nil {

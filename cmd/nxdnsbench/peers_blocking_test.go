@@ -240,7 +240,8 @@ func TestNxdnsdPeerConf(t *testing.T) {
 	}{{false, "/tmp/hosts.txt", ""}, {true, "/tmp/hosts.txt", "/tmp/h.db"}, {true, "", ""}} {
 		conf := base
 		conf.Cache, conf.BlockList = &tc.cache, tc.list
-		text := conf.toml() + historyTOML(tc.db)
+		conf.HistoryOff, conf.HistoryPath = true, tc.db
+		text := conf.toml()
 		cfg, err := config.Parse([]byte(text))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, text)

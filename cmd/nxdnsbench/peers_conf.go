@@ -227,15 +227,6 @@ func (c corednsConf) corefile() string {
 	return b.String()
 }
 
-// historyTOML is nxdnsd's [history] table for the blocking run: off when
-// path is "", else on with its SQLite file at path.
-func historyTOML(path string) string {
-	if path == "" {
-		return "\n[history]\nenabled = false\n"
-	}
-	return fmt.Sprintf("\n[history]\nenabled = true\npath = %q\n", path)
-}
-
 // checkPeerConf runs a peer's configuration checker (args with the file
 // among them) and returns an error with its last lines when it refuses.
 // It may read a million-name list, so it gets the load's bound.

@@ -70,6 +70,9 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, "- nxdnsd's answer cache: none in this build (`nxdnsd -check` refuses a `[cache]` table: %s); the forwarding rows' configuration has no `[cache]` table\n",
 				strings.TrimSpace(t.cache.Refusal))
 		}
+		if r.cfg.historyKnown {
+			fmt.Fprintf(&b, "- nxdnsd's query history: `[history] enabled = false` for every row but the history rows (-history), whose history is a file in the work directory\n")
+		}
 		if t.dnsdistVersion != "" {
 			fmt.Fprintf(&b, "- %s: `dnsdist --supervised --disable-syslog -C FILE`, a child process like nxdnsd; `setLocal` on a free loopback port, "+
 				"the same two fakes as `newServer({address=…, order=1})` and `order=2`, `setServerPolicy(firstAvailable)`, "+
@@ -91,6 +94,12 @@ func (r *report) markdown() string {
 		}
 		if t.blocking != nil {
 			r.writeBlocking(&b, t)
+		}
+		if t.enc != nil {
+			r.writeEncrypted(&b, t.enc)
+		}
+		if t.history != nil {
+			r.writeHistory(&b, t)
 		}
 		if t.peers != nil {
 			r.writePeersBlocking(&b, t.peers)
@@ -371,6 +380,10 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		r.verdictHits(check, notChecked, t)
 		if t.blocking != nil {
 			r.verdictBlocking(check, notChecked, t)
+		}
+		r.verdictEncrypted(check, notChecked, t.enc)
+		if t.history != nil {
+			r.verdictHistory(check, notChecked, t)
 		}
 		if t.peers != nil {
 			r.verdictPeers(check, notChecked, t.peers)

@@ -32,9 +32,13 @@ type runConfig struct {
 	throughput, bursts bool
 	dot                bool // also dnsperf through nxdnsd with DoT upstreams
 	hits               bool // also the cache-hit rows
+	encrypted          bool // also the DoT and DoH listener rows
 	hitNames           int  // distinct names in the hits rows' query file
 	forwardCache       bool // the forwarding row with nxdnsd's cache on: the miss path
 	blockRules         int  // the blocking rows' generated rules; 0: no blocking rows
+	history            bool // the history rows: forwarding and hits with the query history on, in a file
+	historyKnown       bool // the binary has [history] (probeHistory): the other rows run with it off
+	historyQPS         int  // the history rows' rate-limited forwarding row (dnsperf -Q); 0 skips it
 
 	peers peersConfig // the blocking run beside dnsmasq, Unbound and CoreDNS (peers_blocking.go)
 
@@ -71,9 +75,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&c.throughput, "throughput", true, "measure throughput and latency")
 	fs.BoolVar(&c.dot, "dot", false, "with -throughput: one more dnsperf run, through nxdnsd with the fakes as DNS-over-TLS upstreams")
 	fs.BoolVar(&c.hits, "hits", true, "with -throughput: the cache-hit rows, dnsperf with -hit-names names asked over and over: at the fake, through nxdnsd with its cache on, through dnsdist with a packet cache")
+	fs.BoolVar(&c.encrypted, "encrypted", true, "with -throughput: the encrypted rows, dnsperf -m dot and -m doh with 100 connections and the hits rows' names, through nxdnsd's tls_listen/https_listen and dnsdist's addTLSLocal/addDOHLocal, caches on")
 	fs.IntVar(&c.hitNames, "hit-names", 1000, "distinct names in the hits rows' query file")
 	fs.BoolVar(&c.forwardCache, "forward-cache", false, "the forwarding row with nxdnsd's cache on, so that every query is a miss: the miss path's cost (a binary without a cache forwards as it is)")
 	fs.IntVar(&c.blockRules, "block-rules", 0, "with -throughput: the blocking rows (issue 27): the forwarding and hits rows again with a generated list of this many rules in force, and a blocked-name row (every query blocked); 0 skips them")
+	fs.BoolVar(&c.history, "history", false, "with -throughput: the history rows (issue 28): the forwarding and hits rows again with the query history on, in a file of the work directory, and its rows lost (nxdns_history_dropped_total); every other row runs with [history] enabled = false")
+	fs.IntVar(&c.historyQPS, "history-qps", 20_000, "with -history: one more forwarding row with the history on, dnsperf -Q this many queries a second, which must lose no row (issue 28); 0 skips it")
 	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
 	fs.StringVar(&c.dnsdistBin, "dnsdist-bin", "dnsdist", "dnsdist binary")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
@@ -133,6 +140,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if c.nxdnsd, err = buildNxdnsd(ctx, dir, c.rev); err != nil {
 			return err
 		}
+	}
+	if c.historyKnown, err = probeHistory(ctx, c.nxdnsd, dir); err != nil {
+		return err
+	}
+	if c.history && !c.historyKnown {
+		return errors.New("run: -history: this nxdnsd has no [history] table (nxdnsd -check refuses it)")
 	}
 	rep := report{machine: readMachine(ctx, c.nxdnsd), cfg: c}
 	if c.rev != "" {
@@ -242,6 +255,8 @@ type throughput struct {
 	dot                   *dotRun       // nil unless -dot
 	hits                  *hitsRuns     // nil unless -hits
 	blocking              *blockingRuns // nil unless -block-rules
+	enc                   *encRuns      // nil unless -encrypted
+	history               *historyRuns  // nil unless -history
 	peers                 *peersRuns    // nil unless -peers-blocking
 }
 
@@ -337,7 +352,7 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	if !t.cache.Has {
 		progress("nxdnsd has no answer cache: -check refuses [cache] (%s)", t.cache.Refusal)
 	}
-	conf, err := newDaemonConf(primary, secondary, 32, "")
+	conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 	if err != nil {
 		return nil, err
 	}
@@ -424,6 +439,16 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 			return nil, err
 		}
 	}
+	if c.encrypted {
+		if t.enc, err = measureEncrypted(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	if c.history {
+		if t.history, err = measureHistory(ctx, c, dir, t, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
 	if c.peers.names > 0 {
 		if t.peers, err = measurePeersBlocking(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
 			return nil, err
@@ -444,7 +469,7 @@ func measureHits(ctx context.Context, c runConfig, dir string, cache cacheProbe,
 	}
 	var nx *child
 	if cache.Has {
-		conf, err := newDaemonConf(primary, secondary, 32, "")
+		conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 		if err != nil {
 			return nil, err
 		}
@@ -558,7 +583,7 @@ func measure(ctx context.Context, c runConfig, target *child, addr netip.AddrPor
 func measureDoT(ctx context.Context, c runConfig, dir, queries, caFile string, cache cacheProbe, primary, secondary *fake.Server,
 	upstream func() uint64, progress func(string, ...any)) (*dotRun, error) {
 	start := time.Now()
-	conf, err := newDaemonConf(primary, secondary, 32, caFile)
+	conf, err := c.nxdnsdConf(primary, secondary, 32, caFile)
 	if err != nil {
 		return nil, err
 	}
@@ -623,6 +648,14 @@ func startFakes(c runConfig, mode fake.Mode, serverTLS *tls.Config) (primary, se
 // the secondary the shipped 32. They are plain UDP upstreams when caFile is
 // "", else the fakes' DoT listeners verified with the CA in caFile (the
 // fakes must have been started with Config.TLS).
+// nxdnsdConf is newDaemonConf with the query history off when the binary
+// has one: the rows measure what they always did.
+func (c runConfig) nxdnsdConf(primary, secondary *fake.Server, primarySlots int, caFile string) (daemonConf, error) {
+	conf, err := newDaemonConf(primary, secondary, primarySlots, caFile)
+	conf.HistoryOff = c.historyKnown
+	return conf, err
+}
+
 func newDaemonConf(primary, secondary *fake.Server, primarySlots int, caFile string) (daemonConf, error) {
 	pa, sa := primary.Addr(), secondary.Addr()
 	if caFile != "" {

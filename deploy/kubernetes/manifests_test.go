@@ -408,6 +408,7 @@ func check(files map[string][]byte) []string {
 	// nxdnsd itself.
 	mounts := map[string]string{} // mount path → volume name
 	writable := map[string]bool{} // mount paths of emptyDir volumes
+	sizeMiB := map[string]int{}   // mount path → the emptyDir's sizeLimit in MiB, when it has one
 	volumes := map[string]volume{}
 	for _, v := range pod.Volumes {
 		volumes[v.Name] = v
@@ -440,6 +441,13 @@ func check(files map[string][]byte) []string {
 			if !vm.ReadOnly {
 				writable[vm.MountPath] = true
 			}
+			if v.EmptyDir.SizeLimit != "" {
+				n, err := mebibytes(v.EmptyDir.SizeLimit)
+				if err != nil {
+					bad("volume %s: sizeLimit: %v", v.Name, err)
+				}
+				sizeMiB[vm.MountPath] = n
+			}
 		}
 	}
 	if doc == nil {
@@ -456,6 +464,16 @@ func check(files map[string][]byte) []string {
 	for key, p := range writtenPaths(doc, cfg) {
 		if !under(p, writable) {
 			bad("nxdns.toml: %s = %q is on no writable emptyDir mount (writable: %v)", key, p, keys(writable))
+		}
+	}
+
+	// A history file on an emptyDir fits it twice over (its write-ahead
+	// log and the saved cache beside it): past sizeLimit the kubelet
+	// evicts the pod.
+	if cfg.History.Enabled && cfg.History.Path != "" {
+		dir := path.Dir(path.Clean(cfg.History.Path))
+		if limit, ok := sizeMiB[dir]; ok && 2*cfg.History.MaxMiB > limit {
+			bad("nxdns.toml: history.max_mib = %d does not fit twice in the emptyDir %s (sizeLimit %d Mi)", cfg.History.MaxMiB, dir, limit)
 		}
 	}
 
@@ -666,7 +684,9 @@ func TestManifestsMutants(t *testing.T) {
 		{"an invalid configuration", "configmap.yaml", `ip = "9.9.9.9"`, `ip = "9.9.9"`, "upstreams[0].ip"},
 		{"an unknown key", "configmap.yaml", `name = "quad9"`, `name = "quad9"` + "\n    slot = 3", "upstreams[0].slot"},
 		{"the cache on the read-only root", "configmap.yaml", `path = "/var/lib/nxdnsd/cache"`, `path = "/var/cache/nxdnsd/cache"`, "cache.path = \"/var/cache/nxdnsd/cache\" is on no writable emptyDir"},
-		{"the query log on the read-only root", "configmap.yaml", "    # [history]\n", "    [query_log]\n    path = \"/var/log/nxdnsd/queries.json\"\n", "query_log.path"},
+		{"the query log on the read-only root", "configmap.yaml", "    # [query_log]\n    # path = \"-\"\n", "    [query_log]\n    path = \"/var/log/nxdnsd/queries.json\"\n", "query_log.path"},
+		{"the history on the read-only root", "configmap.yaml", `path = "/var/lib/nxdnsd/history.db"`, `path = "/var/cache/nxdnsd/history.db"`, "history.path = \"/var/cache/nxdnsd/history.db\" is on no writable emptyDir"},
+		{"the history past the emptyDir", "configmap.yaml", "max_mib = 32", "max_mib = 256", "history.max_mib = 256 does not fit twice in the emptyDir /var/lib/nxdnsd"},
 		{"admin on loopback", "configmap.yaml", `listen = "0.0.0.0:8053"`, `listen = "127.0.0.1:8053"`, "want 0.0.0.0 or [::]"},
 		{"the DNS port elsewhere", "configmap.yaml", `listen = ["0.0.0.0:1053"]`, `listen = ["0.0.0.0:1054"]`, "targetPort 1053 is no port of server.listen"},
 		{"the ConfigMap on a subPath", "deployment.yaml", "mountPath: /etc/nxdnsd\n", "mountPath: /etc/nxdnsd\n              subPath: nxdns.toml\n", "never sees the ConfigMap's updates"},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -110,7 +111,9 @@ func (f HandlerFunc) ServeDNS(ctx context.Context, req *Request) []byte {
 	return f(ctx, req)
 }
 
-// Server serves client queries on UDP and TCP for every address in Listen.
+// Server serves client queries on UDP and TCP for every address in Listen,
+// over TLS for every address in TLSListen and over HTTPS for every address
+// in HTTPSListen.
 //
 // Set the fields, call Start, and Shutdown to stop; a Server is not
 // restarted. The fields must not be changed after Start.
@@ -118,6 +121,21 @@ type Server struct {
 	// Listen holds "IP:PORT" addresses, each served on UDP and TCP. Port 0
 	// picks a free port (per protocol); Addrs tells which.
 	Listen []string
+
+	// TLSListen holds "IP:PORT" addresses served with DNS over TLS (RFC
+	// 7858), HTTPSListen those served with DNS over HTTPS (RFC 8484,
+	// server_https.go); both need TLSConfig. Their connections are client
+	// TCP connections like any other: they count toward MaxTCPConnections
+	// and are closed after TCPIdleTimeout without a whole query.
+	TLSListen   []string
+	HTTPSListen []string
+
+	// TLSConfig is the TLS configuration of TLSListen and HTTPSListen, or
+	// nil when there are none. Its GetCertificate (or Certificates) gives
+	// the certificate; one that reads an atomic pointer lets a reload
+	// rotate it for the next connection. The Server clones it and sets
+	// its own NextProtos.
+	TLSConfig *tls.Config
 
 	// Handler answers every admitted query; it must be non-nil.
 	Handler Handler
@@ -209,6 +227,9 @@ type Server struct {
 	udp              []*net.UDPConn // every UDP socket, UDPSockets per address
 	udpAddrs         []net.Addr     // one per address, in the order of Listen
 	listeners        []*net.TCPListener
+	tlsListeners     []*net.TCPListener // TLSListen's, in its order
+	https            []*httpsListener   // HTTPSListen's, in its order
+	encrypted                           // the state of the encrypted listeners (server_https.go)
 
 	// closing is raised by Shutdown before it pushes read deadlines into
 	// the past; a loop that sets its own deadline checks it afterwards, so
@@ -247,7 +268,7 @@ func (s *Server) Start() error {
 	if s.Handler == nil {
 		return errors.New("wire: server has no handler")
 	}
-	if len(s.Listen) == 0 {
+	if len(s.Listen)+len(s.TLSListen)+len(s.HTTPSListen) == 0 {
 		return errors.New("wire: server has no listen address")
 	}
 	s.mu.Lock()
@@ -312,9 +333,10 @@ func (s *Server) Start() error {
 		close(s.udpWork)
 	})
 	for _, l := range s.listeners {
-		s.wg.Go(func() { s.acceptTCP(l) })
+		s.wg.Go(func() { s.acceptTCP(l, "tcp") })
 		s.log.Info("serving", zap.String("proto", "tcp"), zap.Stringer("addr", l.Addr()))
 	}
+	s.startEncrypted()
 	return nil
 }
 
@@ -328,9 +350,13 @@ func (s *Server) bindLocked() (err error) {
 			for _, l := range s.listeners {
 				l.Close()
 			}
+			s.closeEncryptedLocked()
 			s.udp, s.udpAddrs, s.listeners = nil, nil, nil
 		}
 	}()
+	if err := s.bindEncryptedLocked(); err != nil {
+		return err
+	}
 	for _, a := range s.Listen {
 		ap, err := netip.ParseAddrPort(a)
 		if err != nil {

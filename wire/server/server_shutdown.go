@@ -38,6 +38,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for _, l := range s.listeners {
 			l.Close()
 		}
+		s.shutdownEncrypted(ctx)
 		// A connection whose read loop is blocked waiting for a query
 		// wakes up, sees closing, waits for its queries in flight and
 		// closes itself.
@@ -80,6 +81,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) abort() {
 	s.aborted.Store(true)
 	s.cancel()
+	s.abortHTTPS()
 	s.mu.Lock()
 	conns := s.connsLocked()
 	s.mu.Unlock()

@@ -26,8 +26,9 @@ const (
 // answers, so that one large answer does not pin 64 KiB per idle client.
 const maxPooledWriteBuf = 4096
 
-// acceptTCP is l's accept loop. It ends when Shutdown closes l.
-func (s *Server) acceptTCP(l *net.TCPListener) {
+// acceptTCP is l's accept loop, for connections of proto ("tcp", or "tls"
+// for DNS over TLS). It ends when Shutdown closes l.
+func (s *Server) acceptTCP(l *net.TCPListener, proto string) {
 	var backoff time.Duration
 	for {
 		c, err := l.AcceptTCP()
@@ -47,18 +48,19 @@ func (s *Server) acceptTCP(l *net.TCPListener) {
 			continue
 		}
 		backoff = 0
-		s.startConn(c)
+		s.startConn(c, proto)
 	}
 }
 
-// startConn registers c and starts serving it, or closes it at once when
-// MaxTCPConnections are open, MaxClientTCPConnections of its client's, or
-// Shutdown has begun.
-func (s *Server) startConn(c *net.TCPConn) {
+// startConn registers c, a connection of proto ("tcp" or "tls"), and
+// starts serving it, or closes it at once when MaxTCPConnections are
+// open, MaxClientTCPConnections of its client's, or Shutdown has begun.
+func (s *Server) startConn(c *net.TCPConn, proto string) {
 	ap := c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	tc := &clientConn{
 		s:      s,
-		conn:   c,
+		conn:   s.wrapConn(c, proto),
+		proto:  proto,
 		client: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()),
 		slots:  make(connSlots, s.maxConnQueries),
 	}
@@ -88,7 +90,8 @@ func (s *Server) startConn(c *net.TCPConn) {
 // (RFC 7766, section 6.2.1.1).
 type clientConn struct {
 	s      *Server
-	conn   *net.TCPConn
+	conn   net.Conn // a *net.TCPConn, or a *tls.Conn over one
+	proto  string   // "tcp" or "tls"
 	client netip.AddrPort
 
 	inflight sync.WaitGroup // queries of this connection being served
@@ -110,7 +113,8 @@ type clientConn struct {
 func (c *clientConn) serve() {
 	s := c.s
 	var prefix [2]byte
-	for c.slots.take(s.done) {
+	ok := c.handshake()
+	for ok && c.slots.take(s.done) {
 		if !c.readOne(prefix[:]) {
 			c.slots.give()
 			break
@@ -154,7 +158,7 @@ func (c *clientConn) readOne(prefix []byte) bool {
 	// A length past the pooled size costs its allocation before the
 	// bytes arrive; MaxTCPConnections bounds what liars can make us
 	// hold (64 KiB each).
-	q := getClientQuery(n, "tcp", c.client)
+	q := getClientQuery(n, c.proto, c.client)
 	if _, err := io.ReadFull(c.conn, q.buf[:n]); err != nil {
 		putClientQuery(q)
 		return false
@@ -164,9 +168,31 @@ func (c *clientConn) readOne(prefix []byte) bool {
 		c.slots.give()
 		return true
 	}
+	fh, fast := s.Handler.(FastHandler)
+	if fast {
+		// What needs no resolver (a cache hit, a name nxdnsd answers
+		// itself) is answered here on the read loop, as a UDP reader
+		// does: no goroutine is started and handed the query.
+		if q.out == nil {
+			q.out = make([]byte, 0, clientAnswerBufLen)
+		}
+		q.req.Answer = q.out[:0]
+		if answer, handled := s.handleFast(fh, &q.req); handled {
+			if answer != nil {
+				c.write(answer)
+			}
+			putClientQuery(q)
+			c.slots.give()
+			return true
+		}
+	}
 	count, ok := s.admit(c.client.Addr())
 	if !ok {
-		refused := s.refuse(q.req.Raw, "tcp", c.client)
+		if p := q.req.Pending; p != nil {
+			q.req.Pending = nil
+			p.Abandon() // what ServeFast kept for it
+		}
+		refused := s.refuse(q.req.Raw, c.proto, c.client)
 		putClientQuery(q)
 		if refused != nil {
 			c.write(refused)

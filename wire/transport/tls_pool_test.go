@@ -136,9 +136,11 @@ func TestPoolExpiresAStalledDoTUpstream(t *testing.T) {
 		wiretest.Answer()(w, q)
 	})
 	standby := wiretest.NewDoTServer(t, cert, wiretest.Answer())
-	// 200 ms: short for the suite, and long enough for the query to reach
-	// the primary on a loaded machine once the connection is up.
-	pool := newPool(t, 200*time.Millisecond, newTLSTransport(t, primary.Upstream(), roots), newTLSTransport(t, standby.Upstream(), roots))
+	// 1 s: short for the suite, and long enough for the next query's new
+	// connection (a TLS handshake under the race detector) on a machine
+	// loaded by the other packages' tests: at 200 ms it expired there
+	// under a load average of 19, and the standby answered it.
+	pool := newPool(t, time.Second, newTLSTransport(t, primary.Upstream(), roots), newTLSTransport(t, standby.Upstream(), roots))
 	// A first query brings the primary's connection up, so the stalled
 	// attempt's budget is spent waiting for the answer.
 	if res := pool.Exchange(context.Background(), newQuery(t, "first.example"), time.Now(), nil); res.Err != nil || res.Upstream != "primary" {

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The history rows' table and issue 28's checks: each row beside the
+// same row with the history off, the rate-limited row on its drops, the
+// hits row on its ratio only.
+func TestHistoryReport(t *testing.T) {
+	t.Parallel()
+	perf := func(qps float64) *perfResult {
+		return &perfResult{Sent: int(qps * 5), Completed: int(qps * 5), QPS: qps,
+			RunTime: 5 * time.Second, Wall: 5 * time.Second, CPU: 2 * time.Second}
+	}
+	run := func(qps float64) *fwdRun {
+		return &fwdRun{perf: perf(qps), cpu: 3 * time.Second, allocsPerQuery: -1, scrapeAllocs: -1}
+	}
+	r := report{
+		machine: machine{CPUs: 2, Started: time.Now()},
+		cfg:     runConfig{perf: perfParams{Duration: 5 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1000, hitNames: 100, hits: true, history: true, historyKnown: true, historyQPS: 20_000, dnsdistSkip: "-dnsdist=false"},
+		throughput: &throughput{
+			ceiling: &fwdRun{ceiling: true, perf: perf(200_000)},
+			nx:      run(80_000),
+			cache:   cacheProbe{Has: true},
+			hits:    &hitsRuns{ceiling: &fwdRun{ceiling: true, perf: perf(300_000)}, nx: run(250_000)},
+			history: &historyRuns{
+				fwd:  &historyRun{run: run(78_000), rows: 390_000, dropped: 12, countsKnown: true},
+				hits: &historyRun{run: run(240_000), rows: 200_000, dropped: 1_000_000, countsKnown: true},
+				rate: &historyRun{run: run(20_000), rows: 100_000, countsKnown: true},
+			},
+		},
+	}
+	md := r.markdown()
+	for _, want := range []string{
+		"`[history] enabled = false` for every row but the history rows",
+		"### Query history: on, in a file (issue 28)",
+		"| forwarding: 1,000 names | 80,000 | 7.5 µs | 78,000 | 7.7 µs | 0.975 | 390,000 | 12 |",
+		"| hits: 100 names over and over | 250,000 | 2.4 µs | 240,000 | 2.5 µs | 0.960 | 200,000 | 1,000,000 |",
+		"| forwarding at dnsperf -Q 20000 | – | – | 20,000 | 30.0 µs | – | 100,000 | 0 |",
+		"- pass: issue 28, forwarding with the history on: 0.975 of the QPS with it off >= 0.95 (rows dropped: 12)",
+		"- pass: issue 28, forwarding at dnsperf -Q 20000 for 5s: 20,000 queries/s answered, nxdns_history_dropped_total 0, want 0",
+		"- pass: issue 28, hits with the history on: 0.960 of the QPS with it off >= 0.95 (rows dropped: 1000000, counted)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	r.throughput.history = nil
+	if md := r.markdown(); strings.Contains(md, "issue 28") || strings.Contains(md, "### Query history") {
+		t.Errorf("a report without -history has history rows:\n%s", md)
+	}
+}
+
+// The generated configuration's [history] table: none, off, or on in a
+// file.
+func TestDaemonConfHistory(t *testing.T) {
+	t.Parallel()
+	var c daemonConf
+	if strings.Contains(c.toml(), "[history]") {
+		t.Errorf("a [history] table by default:\n%s", c.toml())
+	}
+	c.HistoryOff = true
+	if !strings.Contains(c.toml(), "\n[history]\nenabled = false\n") {
+		t.Errorf("HistoryOff:\n%s", c.toml())
+	}
+	c.HistoryPath = "/tmp/x/h.db"
+	if !strings.Contains(c.toml(), "\n[history]\nenabled = true\npath = \"/tmp/x/h.db\"\n") {
+		t.Errorf("HistoryPath:\n%s", c.toml())
+	}
+}
