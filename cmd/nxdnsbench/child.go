@@ -158,6 +158,22 @@ var (
 // logPath, and waits until it answers on addr as ready says. The caller
 // must stop it.
 func spawn(ctx context.Context, name string, cmd *exec.Cmd, logPath string, addr, admin netip.AddrPort, ready readiness) (*child, error) {
+	c, err := startProcess(name, cmd, logPath, addr, admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx, ready); err != nil {
+		c.stop()
+		logged, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%s: %w (log %s: %s)", name, err, logPath, lastLines(string(logged), 5))
+	}
+	return c, nil
+}
+
+// startProcess starts cmd in a process group of its own, stdout and
+// stderr to logPath, and returns at once, without waiting for it to answer.
+// The caller must stop it.
+func startProcess(name string, cmd *exec.Cmd, logPath string, addr, admin netip.AddrPort) (*child, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -174,11 +190,6 @@ func spawn(ctx context.Context, name string, cmd *exec.Cmd, logPath string, addr
 		c.err = cmd.Wait()
 		close(c.exited)
 	}()
-	if err := c.waitReady(ctx, ready); err != nil {
-		c.stop()
-		logged, _ := os.ReadFile(logPath)
-		return nil, fmt.Errorf("%s: %w (log %s: %s)", name, err, logPath, lastLines(string(logged), 5))
-	}
 	return c, nil
 }
 

@@ -101,6 +101,9 @@ func (r *report) markdown() string {
 		if t.history != nil {
 			r.writeHistory(&b, t)
 		}
+		if t.peers != nil {
+			r.writePeersBlocking(&b, t.peers)
+		}
 		r.writeLatency(&b, t)
 	}
 	if len(r.bursts) > 0 {
@@ -381,6 +384,9 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		r.verdictEncrypted(check, notChecked, t.enc)
 		if t.history != nil {
 			r.verdictHistory(check, notChecked, t)
+		}
+		if t.peers != nil {
+			r.verdictPeers(check, notChecked, t.peers)
 		}
 	}
 	for _, x := range r.bursts {

@@ -40,6 +40,8 @@ type runConfig struct {
 	historyKnown       bool // the binary has [history] (probeHistory): the other rows run with it off
 	historyQPS         int  // the history rows' rate-limited forwarding row (dnsperf -Q); 0 skips it
 
+	peers peersConfig // the blocking run beside dnsmasq, Unbound and CoreDNS (peers_blocking.go)
+
 	// dnsdist is whether dnsdist is measured beside nxdnsd; dnsdistBin its
 	// binary, and dnsdistSkip why it is not measured when it is not.
 	dnsdist     bool
@@ -89,6 +91,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&c.out, "o", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.perfRecord, "perf-record", "", "record `file` with perf (cpu-clock, call graphs) of nxdnsd during its dnsperf run")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (configs, nxdnsd logs, query file)")
+	addPeersFlags(fs, &c.peers)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,6 +101,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if c.perf.Duration <= 0 || c.perf.Duration > 10*time.Minute || c.names < 1 || c.names > 10_000_000 ||
 		c.hitNames < 1 || c.hitNames > 10_000_000 || c.blockRules < 0 || c.blockRules > 10_000_000 {
 		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000, 1 <= -hit-names <= 10,000,000 and 0 <= -block-rules <= 10,000,000")
+	}
+	if err := c.peers.validate(); err != nil {
+		return err
 	}
 	if c.throughput {
 		p, err := exec.LookPath(c.dnsperf)
@@ -251,6 +257,7 @@ type throughput struct {
 	blocking              *blockingRuns // nil unless -block-rules
 	enc                   *encRuns      // nil unless -encrypted
 	history               *historyRuns  // nil unless -history
+	peers                 *peersRuns    // nil unless -peers-blocking
 }
 
 // fwdRun is one dnsperf run and what it cost: straight at the primary fake
@@ -439,6 +446,11 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	}
 	if c.history {
 		if t.history, err = measureHistory(ctx, c, dir, t, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	if c.peers.names > 0 {
+		if t.peers, err = measurePeersBlocking(ctx, c, dir, t.cache, primary, secondary, upstream, progress); err != nil {
 			return nil, err
 		}
 	}
