@@ -55,6 +55,36 @@ func BenchmarkWriter(b *testing.B) {
 	}
 }
 
+// The writer at the daemon's pace: 20 rows every millisecond (20,000
+// rows/s, the rate), so that the writer makes the batches it makes
+// in use rather than full ones. cpu-µs/row is what the history costs the
+// process per query at that rate.
+func BenchmarkWriterSteady(b *testing.B) {
+	net := historytest.Network{Seed: 1}
+	now := time.Now()
+	rows := slices.Collect(net.Rows(now.Add(-time.Hour), now, 200000))
+	h := open(b, filepath.Join(b.TempDir(), "h.db"))
+	defer h.Close()
+	const perTick, ticks = 20, 500 // half a second an op
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	n := 0
+	for b.Loop() {
+		for range ticks {
+			<-tick.C
+			for range perTick {
+				h.Record(rows[n%len(rows)])
+				n++
+			}
+		}
+	}
+	h.Sync()
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1000/float64(n), "cpu-µs/row")
+	b.ReportMetric(float64(h.Dropped()), "dropped")
+}
+
 // TestTenMillionRows is the acceptance measurement, run only with
 // NXDNS_HISTORY_ROWS set (10000000 for the figures of BENCHMARKS.md): a
 // week of a busy network written to NXDNS_HISTORY_DB (kept, and reused
