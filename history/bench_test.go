@@ -60,9 +60,20 @@ func BenchmarkWriter(b *testing.B) {
 // in use rather than full ones. cpu-µs/row is what the history costs the
 // process per query at that rate.
 func BenchmarkWriterSteady(b *testing.B) {
+	b.Run("network", func(b *testing.B) { writerSteady(b, false) })
+	// Every name new, as in nxdnsbench's forwarding row (a million names).
+	b.Run("new-names", func(b *testing.B) { writerSteady(b, true) })
+}
+
+func writerSteady(b *testing.B, fresh bool) {
 	net := historytest.Network{Seed: 1}
 	now := time.Now()
 	rows := slices.Collect(net.Rows(now.Add(-time.Hour), now, 200000))
+	if fresh {
+		for i := range rows {
+			rows[i].QName = "n" + strconv.Itoa(i) + ".example."
+		}
+	}
 	h := open(b, filepath.Join(b.TempDir(), "h.db"))
 	defer h.Close()
 	const perTick, ticks = 20, 500 // half a second an op

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -24,9 +25,11 @@ type writer struct {
 	nameID, insName, clientID, insClient, labelID, insLabel *sql.Stmt
 
 	// INSERTs of several rows or counters at once.
-	insRows, addMinutes, addTops, addSeen multi
-	vals                                  []rowVals // the batch's rows, reused
-	args                                  []any     // one statement's arguments, reused
+	insRows, addMinutes, addTops, addSeen, addNames multi
+	fresh                                           map[string]int64 // names the batch added or found, by addNames
+	missing                                         []any            // names the caches lack, reused
+	vals                                            []rowVals        // the batch's rows, reused
+	args                                            []any            // one statement's arguments, reused
 
 	names   map[string]int64
 	clients map[clientKey]int64
@@ -59,6 +62,7 @@ func newWriter(s *sqliteStore) (*writer, error) {
 		minutes: make(map[[2]int64]int64),
 		tops:    make(map[[3]int64]int64),
 		seen:    make(map[[3]int64]int64),
+		fresh:   make(map[string]int64),
 	}
 	stmts := []struct {
 		p   **sql.Stmt
@@ -88,6 +92,9 @@ func newWriter(s *sqliteStore) (*writer, error) {
 		{&wr.addMinutes, `INSERT INTO minutes (minute, outcome, n) VALUES `, `(?,?,?)`, upsert},
 		{&wr.addTops, `INSERT INTO tops (what, hour, key, n) VALUES `, `(?,?,?,?)`, upsert},
 		{&wr.addSeen, `INSERT INTO seen (what, key, minute, n) VALUES `, `(?,?,?,?)`, upsert},
+		// New and uncached names, many a statement: the no-op update
+		// makes RETURNING give the id of a name already there too.
+		{&wr.addNames, `INSERT INTO names (name) VALUES `, `(?)`, ` ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id, name`},
 	}
 	for _, m := range multis {
 		if err := m.m.prepare(s.conn, m.head, m.tuple, m.tail); err != nil {
@@ -105,7 +112,7 @@ func (wr *writer) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	for _, m := range []*multi{&wr.insRows, &wr.addMinutes, &wr.addTops, &wr.addSeen} {
+	for _, m := range []*multi{&wr.insRows, &wr.addMinutes, &wr.addTops, &wr.addSeen, &wr.addNames} {
 		errs = append(errs, m.close())
 	}
 	return errors.Join(errs...)
@@ -148,16 +155,25 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 		return err
 	}
 	defer tx.rollback()
-	// The rows' values first (dictionary ids from the writer's maps, SQL
-	// only for new entries), then multi-row INSERTs of them.
+	// The names the cache lacks, many a statement.
+	if err := wr.resolveNames(rows); err != nil {
+		return err
+	}
+	// The rows' values (dictionary ids from the writer's maps, SQL only
+	// for new entries), then multi-row INSERTs of them.
 	vals := wr.vals[:0]
 	for i := range rows {
 		r := &rows[i]
 		v := rowVals{name: -1, upstream: -1, list: -1}
 		if r.QName != "" || r.QType != 0 {
-			if v.name, err = wr.dict(tx, wr.names, strings.ToLower(r.QName), wr.nameID, wr.insName); err != nil {
-				return err
+			name := strings.ToLower(r.QName)
+			id, ok := wr.fresh[name]
+			if !ok {
+				if id, err = wr.dict(tx, wr.names, name, wr.nameID, wr.insName); err != nil {
+					return err
+				}
 			}
+			v.name = id
 		}
 		if v.client, err = wr.client(tx, r); err != nil {
 			return err
@@ -215,6 +231,62 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 		return err
 	}
 	s.measure()
+	return nil
+}
+
+// resolveNames finds or adds, into fresh, the names of rows that the
+// names cache lacks, with INSERTs of many names each.
+func (wr *writer) resolveNames(rows []Row) error {
+	clear(wr.fresh)
+	missing := wr.missing[:0]
+	defer func() { clear(missing); wr.missing = missing[:0] }()
+	for i := range rows {
+		r := &rows[i]
+		if r.QName == "" && r.QType == 0 {
+			continue
+		}
+		name := strings.ToLower(r.QName)
+		if _, ok := wr.names[name]; ok {
+			continue
+		}
+		if _, ok := wr.fresh[name]; ok {
+			continue
+		}
+		wr.fresh[name] = -1
+		missing = append(missing, name)
+	}
+	for left := missing; len(left) > 0; {
+		n, st := wr.addNames.pick(len(left))
+		res, err := st.Query(left[:n]...)
+		if err != nil {
+			return err
+		}
+		for res.Next() {
+			var id int64
+			var name string
+			if err := res.Scan(&id, &name); err != nil {
+				res.Close()
+				return err
+			}
+			wr.fresh[name] = id
+		}
+		if err := res.Close(); err != nil {
+			return err
+		}
+		if err := res.Err(); err != nil {
+			return err
+		}
+		left = left[n:]
+	}
+	for name, id := range wr.fresh {
+		if id < 0 {
+			return fmt.Errorf("history: name %q not returned by its INSERT", name)
+		}
+		if len(wr.names) >= dictCap {
+			clear(wr.names)
+		}
+		wr.names[name] = id
+	}
 	return nil
 }
 
