@@ -226,3 +226,91 @@ func TestMemoryReadsWhileWriting(t *testing.T) {
 		}
 	}
 }
+
+// Rows of the same microsecond are all kept, each moved to the next free
+// one: ties within a batch, and rows whose microseconds an earlier
+// batch's rows already hold (the writer then inserts them one by one).
+func TestSameMicrosecondKeepsEveryRow(t *testing.T) {
+	t.Parallel()
+	h := open(t, filepath.Join(t.TempDir(), "history.db"))
+	defer h.Close()
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	batches := [][]time.Duration{
+		make([]time.Duration, 300), // 300 rows at at: at .. at+299 µs
+		make([]time.Duration, 300), // the same again: at+300 µs ..
+		{0, 150 * time.Microsecond, time.Millisecond, time.Millisecond, 2 * time.Millisecond}, // some taken, some free
+	}
+	for _, d := range []time.Duration{0, 1, 2, 3, 4, 5, 6, 7, 8, 9} {
+		batches[2] = append(batches[2], 3*time.Millisecond+d*time.Microsecond)
+	}
+	total := 0
+	for b, offsets := range batches {
+		for i, off := range offsets {
+			h.Record(history.Row{Time: at.Add(off), Client: netip.MustParseAddr("192.168.1.7"), Proto: "udp",
+				QName: fmt.Sprintf("b%d-%d.example.", b, i), QType: 1, Source: "pool", Upstream: "quad9"})
+		}
+		h.Sync()
+		total += len(offsets)
+	}
+	if h.Rows() != uint64(total) || h.Dropped() != 0 {
+		t.Fatalf("rows %d dropped %d, want %d and 0", h.Rows(), h.Dropped(), total)
+	}
+	srv := api(t, h)
+	names := map[string]bool{}
+	stamps := map[string]bool{}
+	q := url.Values{"limit": {"200"}}
+	for {
+		var page pageJSON
+		if code := get(t, srv, "/api/history", q, &page); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		for _, r := range page.Rows {
+			if stamps[r.TS] {
+				t.Errorf("two rows at %s", r.TS)
+			}
+			stamps[r.TS], names[str(r.QName)] = true, true
+		}
+		if page.Next == nil {
+			break
+		}
+		q.Set("cursor", *page.Next)
+	}
+	if len(names) != total {
+		t.Errorf("%d distinct rows read back, want %d", len(names), total)
+	}
+	for b, offsets := range batches {
+		for i := range offsets {
+			if n := fmt.Sprintf("b%d-%d.example.", b, i); !names[n] {
+				t.Errorf("row %s missing", n)
+			}
+		}
+	}
+	// The counters (whole hours: read from them, not from the rows) count
+	// every row once.
+	span := url.Values{"from": {at.Truncate(time.Hour).Add(-time.Hour).Format(time.RFC3339)}, "to": {at.Truncate(time.Hour).Add(2 * time.Hour).Format(time.RFC3339)}}
+	for _, what := range []string{"clients", "upstreams"} {
+		var top []struct {
+			Key   string `json:"key"`
+			Count int64  `json:"count"`
+		}
+		if code := get(t, srv, "/api/stats/top", with(span, "what", what), &top); code != 200 {
+			t.Fatalf("top %s: status %d", what, code)
+		}
+		if len(top) != 1 || top[0].Count != int64(total) {
+			t.Errorf("top %s: %+v, want one with %d", what, top, total)
+		}
+	}
+	var buckets []struct {
+		Total, Forwarded int64
+	}
+	if code := get(t, srv, "/api/stats/timeline", with(span, "step", "3600"), &buckets); code != 200 {
+		t.Fatalf("timeline: status %d", code)
+	}
+	var sum, fwd int64
+	for _, b := range buckets {
+		sum, fwd = sum+b.Total, fwd+b.Forwarded
+	}
+	if sum != int64(total) || fwd != int64(total) {
+		t.Errorf("timeline: total %d forwarded %d, want %d", sum, fwd, total)
+	}
+}

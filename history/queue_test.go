@@ -3,8 +3,10 @@ package history
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -324,4 +326,39 @@ func TestWriterEnforcesRetentionAtStart(t *testing.T) {
 	if count != 0 || chunks < 10 {
 		t.Errorf("%d rows left after %d chunks, want 0 after 10 or more", count, chunks)
 	}
+}
+
+// Rows arriving one after another within batchDelay go into one batch
+// (one transaction), however soon the writer wakes for the first; a Sync
+// ends the wait at once. In a synctest bubble the delay passes only when
+// every goroutine waits, so the rows are all queued by then.
+func TestWriterGathersABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := &blockedStore{entered: make(chan int, 16), release: make(chan struct{})}
+		close(bs.release)
+		h := start(bs, config.Default().History, zap.NewNop(), time.Now)
+		start := time.Now()
+		for i := range 50 {
+			h.Record(Row{QName: "n" + strconv.Itoa(i) + "."})
+			runtime.Gosched() // the writer may take the first row at once
+		}
+		if n := <-bs.entered; n != 50 {
+			t.Errorf("first batch of %d rows, want 50", n)
+		}
+		if el := time.Since(start); el != batchDelay {
+			t.Errorf("written after %v, want %v", el, batchDelay)
+		}
+		h.Record(Row{QName: "last."})
+		synctest.Wait() // the writer waits for more
+		h.Sync()
+		if n := <-bs.entered; n != 1 || time.Since(start) != batchDelay {
+			t.Errorf("after Sync: batch of %d rows at %v, want 1 at %v", n, time.Since(start), batchDelay)
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if r := h.Rows(); r != 51 {
+			t.Errorf("rows %d, want 51", r)
+		}
+	})
 }
