@@ -157,6 +157,10 @@ func TestTwoReplicasShareAPostgresHistory(t *testing.T) {
 	if code, _ := a.rows(t, ""); code != http.StatusServiceUnavailable {
 		t.Errorf("/api/history with the database down: %d, want 503", code)
 	}
+	// The writer gathers rows for a moment before it writes: the database
+	// comes back only once the writer has found it gone, or the rows of
+	// the outage could be written after it without an outage seen.
+	waitLog(t, a.lines, "history: the database is unreachable; rows wait in the queue, then are dropped and counted")
 	pg.Restart()
 	waitLog(t, a.lines, "history: the database is reachable again; writing resumed")
 	if code, got := b.rows(t, "edge-a"); code != 200 || got["edge-a"] != 70 {
