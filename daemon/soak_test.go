@@ -49,7 +49,9 @@ const (
 // 50 ms, total 100 ms, backoff from 50 ms) so that failures, backoffs and
 // probes cycle many times; the forward zones' read timeout is 300 ms (at
 // 100 ms the answering zone's TCP exchanges expired under the race
-// detector on a machine at a load average of 19). Every answer must have the right
+// detector on a machine at a load average of 19), and TCP's idle timeout
+// 1 s (at 300 ms an honest client's connection was closed before its
+// query arrived, on the same machine). Every answer must have the right
 // ID and an rcode its source can give. Once the daemon has shut down,
 // goroutines, open file descriptors and heap must be back near where they
 // were before it started.
@@ -84,7 +86,7 @@ func TestSoak(t *testing.T) {
 	var src strings.Builder
 	src.WriteString(`[server]
 listen = ["127.0.0.1:0"]
-tcp_idle_timeout_ms = 300
+tcp_idle_timeout_ms = 1000
 max_concurrent_queries = 32
 [upstream]
 attempt_timeout_ms = 50
