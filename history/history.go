@@ -261,16 +261,9 @@ func (h *History) run() {
 		}
 		select {
 		case r := <-h.queue:
-			var ack chan struct{}
-			batch, ack = h.gather(append(batch[:0], r))
-			maintain = h.write(batch) || maintain
-			switch {
-			case ack == nil:
-			case h.pending: // the database is down: the ack waits for the batch's retry
-				h.waiting = append(h.waiting, ack)
-			default:
-				batch = h.synced(batch, ack)
-			}
+			var m bool
+			batch, m = h.take(batch, r)
+			maintain = m || maintain
 		case <-wait:
 			maintain = true
 		case ack := <-h.syncReq:
@@ -283,16 +276,7 @@ func (h *History) run() {
 				// Nothing to do: wait for rows or the tick.
 				select {
 				case r := <-h.queue:
-					var ack chan struct{}
-					batch, ack = h.gather(append(batch[:0], r))
-					maintain = h.write(batch)
-					switch {
-					case ack == nil:
-					case h.pending: // the database is down: the ack waits for the batch's retry
-						h.waiting = append(h.waiting, ack)
-					default:
-						batch = h.synced(batch, ack)
-					}
+					batch, maintain = h.take(batch, r)
 				case <-wait:
 					maintain = true
 				case ack := <-h.syncReq:
@@ -304,6 +288,23 @@ func (h *History) run() {
 			}
 		}
 	}
+}
+
+// take writes a batch that begins with r and gathers what follows it
+// (gather), in batch's memory, and answers a Sync that came meanwhile.
+// It returns the batch, which waits for the database when that is down
+// (h.pending), and whether maintenance is due.
+func (h *History) take(batch []Row, r Row) ([]Row, bool) {
+	batch, ack := h.gather(append(batch[:0], r))
+	maintain := h.write(batch)
+	switch {
+	case ack == nil:
+	case h.pending: // the database is down: the ack waits for the batch's retry
+		h.waiting = append(h.waiting, ack)
+	default:
+		batch = h.synced(batch, ack)
+	}
+	return batch, maintain
 }
 
 // flush writes everything queued, using batch's memory. When the
