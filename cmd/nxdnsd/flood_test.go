@@ -31,8 +31,10 @@ const floodEnv = "NXDNSD_FLOOD"
 // workers ask random one-off names as fast as they are answered and others
 // cycle through 1,000 names. Those 1,000 keep a hit ratio of at least 95 %
 // (the upstream counts what reaches it), and nxdnsd's peak resident memory
-// (VmHWM) stays within size_mib plus 40 MB. It runs for NXDNSD_FLOOD (CI:
-// 60 s).
+// (VmHWM) stays within size_mib plus 44 MB: 40 MB of overhead over a
+// binary whose idle RSS was 10.8 MiB, plus the 4.4 MiB that idle RSS grew
+// by in wave 3 (15.2 MiB: the binary links SQLite, pgx and HTTP/2, and
+// nearly doubled). It runs for NXDNSD_FLOOD (CI: 60 s).
 func TestCacheFlood(t *testing.T) {
 	length, err := time.ParseDuration(os.Getenv(floodEnv))
 	if err != nil || length <= 0 {
@@ -147,8 +149,8 @@ address = "udp://%s"
 	if hits < 0.95 {
 		t.Errorf("the hot names' hit ratio fell to %.4f under the flood, want at least 0.95", hits)
 	}
-	if limit := int64(sizeMiB+40) << 20; peak > limit {
-		t.Errorf("nxdnsd's peak RSS %d MiB, want at most size_mib + 40 = %d MiB", peak>>20, limit>>20)
+	if limit := int64(sizeMiB+44) << 20; peak > limit {
+		t.Errorf("nxdnsd's peak RSS %d MiB, want at most size_mib + 44 = %d MiB", peak>>20, limit>>20)
 	}
 }
 
