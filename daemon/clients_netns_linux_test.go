@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"github.com/nxdnsd/nxdnsd/internal/netnstest"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -37,7 +38,7 @@ func askNamed(tb testing.TB, from, addr, name string) *dns.Msg {
 // The pool is never asked the PTR. In a network namespace of its own,
 // where the client's private address is on lo.
 func TestPTRNamesClient(t *testing.T) {
-	if !inOwnNetns(t) {
+	if !netnstest.InOwn(t) {
 		return
 	}
 	if out, err := exec.CommandContext(t.Context(), "ip", "addr", "add", lanClient+"/32", "dev", "lo").CombinedOutput(); err != nil {
@@ -78,7 +79,7 @@ resolver = %q
 // client's queries are answered (unnamed); its first query started the
 // lookup, the second started none.
 func TestPTRLookupNeverDelaysQueries(t *testing.T) {
-	if !inOwnNetns(t) {
+	if !netnstest.InOwn(t) {
 		return
 	}
 	if out, err := exec.CommandContext(t.Context(), "ip", "addr", "add", lanClient+"/32", "dev", "lo").CombinedOutput(); err != nil {
