@@ -36,7 +36,11 @@ func fixture(t *testing.T, kind string, count int, net historytest.Network) (*hi
 	var h *history.History
 	switch kind {
 	case "sqlite":
-		h = open(t, filepath.Join(t.TempDir(), "history.db"))
+		// Chunks of 97 rows: the reads cross sealed and small chunks.
+		var err error
+		if h, err = history.OpenSmallChunks(filepath.Join(t.TempDir(), "history.db"), 97); err != nil {
+			t.Fatal(err)
+		}
 	case "postgres":
 		h = openPostgres(t, pgtest.Start(t).URL(), "test")
 	}
@@ -47,6 +51,9 @@ func fixture(t *testing.T, kind string, count int, net historytest.Network) (*hi
 		r.Time = r.Time.Truncate(time.Microsecond)
 		rows = append(rows, r)
 		h.Record(r)
+		if kind == "sqlite" && len(rows)%61 == 0 {
+			h.Sync() // batches of 61: small chunks, merged when 97 rows or more
+		}
 	}
 	h.Sync()
 	if h.Rows() != uint64(count) {

@@ -314,3 +314,39 @@ func TestSameMicrosecondKeepsEveryRow(t *testing.T) {
 		t.Errorf("timeline: total %d forwarded %d, want %d", sum, fwd, total)
 	}
 }
+
+// An in-memory history holds its size bound under a flood of names asked
+// once each (every row a new name): deleting old rows frees their names
+// too. Before chunks, the names dictionary was swept 5,000 ids a step
+// after each deletion and a flood outgrew the bound several times over.
+func TestMemoryBoundUnderOneOffNames(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default().History
+	cfg.Path, cfg.MaxMiB = "", 2
+	h, err := history.Open(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	limit := cfg.MaxBytes()
+	now := time.Now()
+	biggest := int64(0)
+	const rows = 150000
+	for i := range rows {
+		h.Record(history.Row{Time: now.Add(time.Duration(i) * time.Microsecond), Client: netip.MustParseAddr("192.0.2.1"),
+			Proto: "udp", QName: fmt.Sprintf("n%d.flood-%d.example.", i, i*7919), QType: 1, Source: "pool", Upstream: "fake"})
+		if i%5000 == 4999 {
+			h.Sync()
+			biggest = max(biggest, h.Bytes())
+		}
+	}
+	h.Sync()
+	if h.Rows()+h.Dropped() != rows {
+		t.Fatalf("%d rows written and %d dropped, want %d in all", h.Rows(), h.Dropped(), rows)
+	}
+	// The bound is checked after each batch: a batch past it at most.
+	if biggest > limit+limit/4 {
+		t.Errorf("the database reached %d bytes, bound %d", biggest, limit)
+	}
+	t.Logf("at most %d bytes of %d", biggest, limit)
+}

@@ -71,7 +71,8 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 }
 
 // Retention deletes exactly the rows before the cutoff, in chunks, and
-// their counters; the dictionaries lose the names no row refers to.
+// their counters; a chunk on both sides of the cutoff keeps only its new
+// rows' names.
 // Mutation check: "id <= ?" in trim deletes the row at the cutoff.
 func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 	t.Parallel()
@@ -80,7 +81,7 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.close()
-	s.chunk = 500
+	s.chunk, s.rowsPerChunk = 500, 500
 	base := time.Now().Add(-10 * 24 * time.Hour).Truncate(time.Hour)
 	var rows []Row
 	// Three whole chunks of old rows and a part of one; as many new.
@@ -110,18 +111,19 @@ func TestRetentionDeletesExactlyWhatIsOld(t *testing.T) {
 	}
 	ctx := context.Background()
 	var count, oldest int64
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*), min(id) FROM q`).Scan(&count, &oldest); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT sum(n), min(first) FROM chunks`).Scan(&count, &oldest); err != nil {
 		t.Fatal(err)
 	}
 	if count != n-old || oldest != s.key(cutoff) {
 		t.Errorf("%d rows left, oldest %v; want %d, %v", count, s.time(oldest), n-old, cutoff)
 	}
-	var names int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&names); err != nil {
+	// The chunk cut at the cutoff holds no old name any more.
+	names, err := s.top(ctx, TopDomains, "", base, base.Add(time.Duration(n)*time.Second), 100)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if names != 1 {
-		t.Errorf("%d names left, want 1 (keep.example.)", names)
+	if len(names) != 1 || names[0].Key != "keep.example." || names[0].Count != n-old {
+		t.Errorf("names left %v, want only keep.example. %d times", names, n-old)
 	}
 	tl, err := s.timeline(ctx, "", base, base.Add(time.Duration(n)*time.Second), time.Hour)
 	if err != nil {
@@ -166,14 +168,14 @@ func TestRetentionKeepsUnderMaxBytes(t *testing.T) {
 		t.Errorf("%d bytes in use after trimming to %d (from %d)", u, limit, full)
 	}
 	var count int64
-	if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+	if err := s.r.QueryRow(`SELECT coalesce(sum(n), 0) FROM chunks`).Scan(&count); err != nil {
 		t.Fatal(err)
 	}
 	if count == 0 || count >= 4000 {
 		t.Errorf("%d rows left", count)
 	}
 	var newest int64
-	if err := s.r.QueryRow(`SELECT max(id) FROM q`).Scan(&newest); err != nil || newest != s.key(rows[len(rows)-1].Time) {
+	if err := s.r.QueryRow(`SELECT max(last) FROM chunks`).Scan(&newest); err != nil || newest != s.key(rows[len(rows)-1].Time) {
 		t.Errorf("newest row %v, %v: want the newest kept", s.time(newest), err)
 	}
 }
@@ -298,7 +300,7 @@ func TestWriterEnforcesRetentionAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.chunk = 100
+	s.chunk, s.rowsPerChunk = 100, 100
 	old := time.Now().Add(-10 * 24 * time.Hour)
 	var rows []Row
 	for i := range 1000 {
@@ -320,7 +322,7 @@ func TestWriterEnforcesRetentionAtStart(t *testing.T) {
 	defer close(maintained)
 	defer h.Close()
 	var count int
-	if err := s.r.QueryRow(`SELECT count(*) FROM q`).Scan(&count); err != nil {
+	if err := s.r.QueryRow(`SELECT coalesce(sum(n), 0) FROM chunks`).Scan(&count); err != nil {
 		t.Fatal(err)
 	}
 	if count != 0 || chunks < 10 {

@@ -3,7 +3,7 @@ package history
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -33,9 +33,9 @@ const (
 func (s *sqliteStore) maintain(cutoff time.Time, maxBytes int64) (more bool, err error) {
 	ctx := context.Background()
 	wr := s.wr
-	if wr.sweeping {
-		// Before the next chunk: the dictionaries' share of the size
-		// counts toward max_mib too.
+	if wr.sweeping && float64(s.used()) <= float64(maxBytes)*highWater {
+		// Before the next chunk, unless rows must go first: the
+		// dictionaries (clients, labels) are small.
 		done, err := s.sweep(ctx)
 		if err != nil {
 			return false, err
@@ -49,7 +49,7 @@ func (s *sqliteStore) maintain(cutoff time.Time, maxBytes int64) (more bool, err
 		return false, err
 	}
 	if deleted {
-		wr.sweepFrom = [3]int64{0, 0, 0}
+		wr.sweepFrom = [2]int64{}
 		wr.sweeping = true
 		if err := s.dropCounters(ctx); err != nil {
 			return false, err
@@ -62,58 +62,134 @@ func (s *sqliteStore) maintain(cutoff time.Time, maxBytes int64) (more bool, err
 	return vacuumed, err
 }
 
-// trim deletes one chunk of rows: the oldest before cutoffKey, else the
-// oldest while the pages in use are past the high water mark.
+// trim deletes the oldest rows, about s.chunk of them at most (whole
+// chunks; a chunk that holds rows on both sides of the bound is written
+// again without the old ones): those before cutoffKey, else the oldest
+// twentieth of the time the rows span while the pages in use are past the
+// high water mark.
 func (s *sqliteStore) trim(ctx context.Context, cutoffKey, maxBytes int64) (bool, error) {
-	var oldest int64
-	err := s.conn.QueryRowContext(ctx, `SELECT id FROM q ORDER BY id LIMIT 1`).Scan(&oldest)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	} else if err != nil {
+	wr := s.wr
+	var oldest sql.NullInt64
+	if err := s.conn.QueryRowContext(ctx, `SELECT min(first) FROM chunks`).Scan(&oldest); err != nil {
 		return false, err
 	}
-	bound := cutoffKey // delete id < bound
-	if oldest >= cutoffKey {
+	if !oldest.Valid {
+		return false, nil
+	}
+	if oldest.Int64 >= cutoffKey {
 		used, err := s.usedNow(ctx)
 		if err != nil {
 			return false, err
 		}
 		limit := float64(maxBytes)
-		if s.wr.trimming {
+		if wr.trimming {
 			limit *= lowWater
 		} else {
 			limit *= highWater
 		}
-		s.wr.trimming = float64(used) > limit
-		if !s.wr.trimming {
+		wr.trimming = float64(used) > limit
+		if !wr.trimming {
 			return false, nil
 		}
-		// A twentieth of the time the rows span at most, so that a small
-		// table loses a little at a time too.
+		// The share of the time the rows span that brings the pages in
+		// use under the low water mark, a twentieth at least so that a
+		// history at its bound is not trimmed after every batch (and at
+		// most s.chunk rows a call, below).
 		var newest int64
-		if err := s.conn.QueryRowContext(ctx, `SELECT max(id) FROM q`).Scan(&newest); err != nil {
+		if err := s.conn.QueryRowContext(ctx, `SELECT max(last) FROM chunks`).Scan(&newest); err != nil {
 			return false, err
 		}
-		bound = oldest + max(1, (newest-oldest)/20)
+		share := max(1.0/20, (float64(used)-float64(maxBytes)*lowWater)/float64(used))
+		cutoffKey = oldest.Int64 + max(1, int64(float64(newest-oldest.Int64)*share))
 	}
-	var b int64
-	err = s.conn.QueryRowContext(ctx, `SELECT id FROM q WHERE id < ? ORDER BY id LIMIT 1 OFFSET ?`, bound, s.chunk).Scan(&b)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
+	// Rows to go in the small chunks: seal them first, so that only
+	// sealed chunks are deleted or cut.
+	var small sql.NullInt64
+	if err := s.conn.QueryRowContext(ctx, `SELECT min(first) FROM chunks WHERE sealed = 0`).Scan(&small); err != nil {
 		return false, err
-	default:
-		bound = b
+	}
+	if small.Valid && small.Int64 < cutoffKey {
+		if err := wr.seal(); err != nil {
+			return false, err
+		}
+	}
+	rows, err := s.conn.QueryContext(ctx, `SELECT id, first, last, n FROM chunks WHERE sealed = 1 ORDER BY id LIMIT 64`)
+	if err != nil {
+		return false, err
+	}
+	type head struct{ id, first, last, n int64 }
+	var heads []head
+	for rows.Next() {
+		var h head
+		if err := rows.Scan(&h.id, &h.first, &h.last, &h.n); err != nil {
+			rows.Close()
+			return false, err
+		}
+		heads = append(heads, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
 	}
 	tx, err := s.begin()
 	if err != nil {
 		return false, err
 	}
 	defer tx.rollback()
-	if _, err := s.conn.ExecContext(ctx, `DELETE FROM q WHERE id < ?`, bound); err != nil {
-		return false, err
+	deleted := int64(0)
+	for _, h := range heads {
+		if deleted >= int64(s.chunk) {
+			break
+		}
+		if h.first >= cutoffKey {
+			break
+		}
+		if h.last < cutoffKey {
+			if _, err := s.conn.ExecContext(ctx, `DELETE FROM chunks WHERE id = ?`, h.id); err != nil {
+				return false, err
+			}
+			deleted += h.n
+			continue
+		}
+		// Both sides of the cutoff: the chunk again, with the new rows.
+		if err := s.cut(ctx, h.id, cutoffKey); err != nil {
+			return false, err
+		}
+		deleted++
+		break
+	}
+	if deleted == 0 {
+		return false, nil
 	}
 	return true, tx.commit()
+}
+
+// cut writes chunk id again with its rows from cutoffKey on, in the
+// transaction of trim.
+func (s *sqliteStore) cut(ctx context.Context, id, cutoffKey int64) error {
+	var first int64
+	var names, cols []byte
+	if err := s.conn.QueryRowContext(ctx, `SELECT first, names, cols FROM chunks WHERE id = ?`, id).Scan(&first, &names, &cols); err != nil {
+		return err
+	}
+	var c chunk
+	if err := c.parse(first, names, cols); err != nil {
+		return err
+	}
+	all, err := c.rows(nil)
+	if err != nil {
+		return err
+	}
+	i, _ := slices.BinarySearchFunc(all, cutoffKey, func(r chunkRow, k int64) int { return cmpKey(r.key, k) })
+	keep := all[i:]
+	if len(keep) == 0 {
+		_, err := s.conn.ExecContext(ctx, `DELETE FROM chunks WHERE id = ?`, id)
+		return err
+	}
+	nb, cb := s.wr.enc.encode(keep)
+	_, err = s.conn.ExecContext(ctx, `UPDATE chunks SET first = ?, n = ?, names = ?, cols = ? WHERE id = ?`,
+		keep[0].key, len(keep), nb, cb, id)
+	return err
 }
 
 // usedNow is the bytes of the database's pages in use: the file less its
@@ -132,13 +208,13 @@ func (s *sqliteStore) usedNow(ctx context.Context) (int64, error) {
 // bucket from the rows themselves.
 func (s *sqliteStore) dropCounters(ctx context.Context) error {
 	var oldest sql.NullInt64
-	if err := s.conn.QueryRowContext(ctx, `SELECT min(id) FROM q`).Scan(&oldest); err != nil {
+	if err := s.conn.QueryRowContext(ctx, `SELECT min(first) FROM chunks`).Scan(&oldest); err != nil {
 		return err
 	}
 	if !oldest.Valid {
 		oldest.Int64 = 1 << 62
 	}
-	minute, hour := floorDiv(oldest.Int64, usPerMinute), floorDiv(oldest.Int64, usPerHour)
+	minute := floorDiv(oldest.Int64, usPerMinute)
 	tx, err := s.begin()
 	if err != nil {
 		return err
@@ -149,8 +225,6 @@ func (s *sqliteStore) dropCounters(ctx context.Context) error {
 		arg int64
 	}{
 		{`DELETE FROM minutes WHERE minute < ?`, minute},
-		{`DELETE FROM tops WHERE what = 0 AND hour < ?`, hour},
-		{`DELETE FROM tops WHERE what = 1 AND hour < ?`, hour},
 		{`DELETE FROM seen WHERE minute < ?`, minute},
 	} {
 		if _, err := s.conn.ExecContext(ctx, st.sql, st.arg); err != nil {
@@ -160,14 +234,13 @@ func (s *sqliteStore) dropCounters(ctx context.Context) error {
 	return tx.commit()
 }
 
-// sweep deletes, sweepChunk ids of each dictionary at a time, the entries
-// no row refers to (a name) or no counter (a client, an upstream, a
-// list). It reports whether every dictionary has been swept.
+// sweep deletes, sweepChunk ids of each dictionary at a time, the
+// entries no counter refers to (a client, an upstream, a list): the
+// rows' minutes are in seen. It reports whether every dictionary has been
+// swept. Names need no sweep: each chunk holds its own.
 func (s *sqliteStore) sweep(ctx context.Context) (done bool, err error) {
 	wr := s.wr
-	tables := [3]struct{ max, del string }{
-		{`SELECT coalesce(max(id), 0) FROM names`,
-			`DELETE FROM names WHERE id >= ?1 AND id < ?2 AND NOT EXISTS (SELECT 1 FROM q WHERE q.name = names.id)`},
+	tables := [2]struct{ max, del string }{
 		{`SELECT coalesce(max(id), 0) FROM clients`,
 			`DELETE FROM clients WHERE id >= ?1 AND id < ?2 AND NOT EXISTS (SELECT 1 FROM seen WHERE what = 0 AND key = clients.id)`},
 		{`SELECT coalesce(max(id), 0) FROM labels`,

@@ -22,43 +22,40 @@ import (
 const applicationID = 0x6e786468
 
 // schemaVersion is PRAGMA user_version of the schema below.
-const schemaVersion = 1
+const schemaVersion = 2
 
-// The schema keeps a row to a few small integers (docs/history.md says
-// what one costs):
-//   - q's key is the query's arrival in microseconds since the database's
-//     epoch (meta), unique (a collision moves the later row by 1 µs): it is
-//     the time index, the cursor and the order at once;
-//   - names, clients and labels (upstreams and lists) are dictionaries;
-//   - flags packs proto, source and rcode (row.go);
-//   - one index, on the name, for the name filter; the client filter
-//     finds its minutes in seen instead of a per-row index;
-//   - minutes, tops and seen are counters the writer keeps per minute or
-//     hour, so that the timeline, the top lists and the client filter
-//     read a few thousand counters instead of millions of rows.
+// The schema keeps a row to a few bytes (docs/history.md says what one
+// costs):
+//   - a row's key is the query's arrival in microseconds since the
+//     database's epoch (meta), unique (a collision moves the later row by
+//     1 µs): the time, the cursor and the order at once;
+//   - rows are stored in chunks (chunk.go) of up to chunkRows rows: one
+//     table row per chunk, its first and last keys, its own dictionary of
+//     names and its rows a column at a time. Sealed chunks follow each
+//     other in key order; the few small ones (sealed = 0), the latest
+//     batches', come after every sealed one;
+//   - clients and labels (upstreams and lists) are dictionaries;
+//   - minutes and seen are counters the writer keeps per minute, so that
+//     the timeline, the client and upstream top lists and the client
+//     filter read a few thousand counters instead of millions of rows.
 var schema = []string{
 	`PRAGMA auto_vacuum = INCREMENTAL`, // before the first table: pages freed by retention are given back
 	`CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID`,
-	`CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)`,
 	`CREATE TABLE clients (id INTEGER PRIMARY KEY, addr TEXT NOT NULL, name TEXT NOT NULL, UNIQUE (addr, name))`,
 	`CREATE TABLE labels (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE)`,
-	`CREATE TABLE q (id INTEGER PRIMARY KEY, name INTEGER, client INTEGER NOT NULL, qtype INTEGER NOT NULL,
-		flags INTEGER NOT NULL, upstream INTEGER, list INTEGER, dur INTEGER NOT NULL)`,
-	`CREATE INDEX q_name ON q (name)`,
+	// The blobs last: a scan of the keys reads no overflow page.
+	`CREATE TABLE chunks (id INTEGER PRIMARY KEY, first INTEGER NOT NULL, last INTEGER NOT NULL,
+		n INTEGER NOT NULL, sealed INTEGER NOT NULL, names BLOB NOT NULL, cols BLOB NOT NULL)`,
 	`CREATE TABLE minutes (minute INTEGER NOT NULL, outcome INTEGER NOT NULL, n INTEGER NOT NULL,
 		PRIMARY KEY (minute, outcome)) WITHOUT ROWID`,
-	`CREATE TABLE tops (what INTEGER NOT NULL, hour INTEGER NOT NULL, key INTEGER NOT NULL, n INTEGER NOT NULL,
-		PRIMARY KEY (what, hour, key)) WITHOUT ROWID`,
 	`CREATE TABLE seen (what INTEGER NOT NULL, key INTEGER NOT NULL, minute INTEGER NOT NULL, n INTEGER NOT NULL,
 		PRIMARY KEY (what, key, minute)) WITHOUT ROWID`,
 	`PRAGMA application_id = ` + strconv.Itoa(applicationID),
 	`PRAGMA user_version = ` + strconv.Itoa(schemaVersion),
 }
 
-// What the tops and seen tables count.
+// What the seen table counts.
 const (
-	topDomains   = 0 // tops: names asked, by hour
-	topBlocked   = 1 // tops: names blocked, by hour
 	seenClient   = 0 // seen: clients, by minute
 	seenUpstream = 1 // seen: upstreams (labels), by minute
 	seenList     = 2 // seen: lists (labels), by minute
@@ -91,10 +88,11 @@ type sqliteStore struct {
 	// Owned by the writer goroutine.
 	wr *writer
 
-	path  string
-	chunk int          // rows deleted per maintain call: deleteChunk (tests make it small)
-	bytes atomic.Int64 // the size at the last write or maintain
-	inUse atomic.Int64 // the bytes of pages in use then
+	path         string
+	chunk        int          // rows deleted per maintain call: deleteChunk (tests make it small)
+	rowsPerChunk int          // rows of a sealed chunk at most: chunkRows (tests make it small)
+	bytes        atomic.Int64 // the size at the last write or maintain
+	inUse        atomic.Int64 // the bytes of pages in use then
 }
 
 var memSeq atomic.Int64
@@ -105,7 +103,7 @@ var memSeq atomic.Int64
 // for one that cannot be opened.
 func openSQLite(path string) (*sqliteStore, error) {
 	var dsnW, dsnR string
-	s := &sqliteStore{chunk: deleteChunk}
+	s := &sqliteStore{chunk: deleteChunk, rowsPerChunk: chunkRows}
 	if path == "" {
 		// memdb: one database shared by every connection naming it, gone
 		// when the last closes.
@@ -119,7 +117,7 @@ func openSQLite(path string) (*sqliteStore, error) {
 	} else {
 		s.path = path
 		base := "file:" + (&url.URL{Path: path}).EscapedPath()
-		pragmas := "_pragma=busy_timeout(250)&_pragma=synchronous(NORMAL)"
+		pragmas := "_pragma=busy_timeout(250)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 		// Page caches of 2 MiB for the writer, 1 MiB for each reader:
 		// the history's memory stays a few MiB whatever the file's size.
 		dsnW = base + "?" + pragmas + "&_pragma=cache_size(-2048)"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,7 +22,7 @@ const (
 // reads take that bucket from the rows.
 func (s *sqliteStore) oldest(ctx context.Context) (int64, error) {
 	var k sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(id) FROM q`).Scan(&k); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT min(first) FROM chunks`).Scan(&k); err != nil {
 		return 0, err
 	}
 	if !k.Valid {
@@ -28,6 +30,55 @@ func (s *sqliteStore) oldest(ctx context.Context) (int64, error) {
 	}
 	return k.Int64, nil
 }
+
+// eachRow calls fn for every row in [lo, hi), the columns cols decoded
+// (the keys always), and end (when not nil) after each chunk's rows: for
+// the parts of buckets the counters do not cover.
+func (s *sqliteStore) eachRow(ctx context.Context, lo, hi int64, cols []int, fn func(c *chunk, j int), end func(c *chunk)) error {
+	if lo >= hi {
+		return nil
+	}
+	heads, err := s.heads(ctx, lo, hi)
+	if err != nil {
+		return err
+	}
+	var c chunk
+	for _, h := range heads {
+		err := s.blobs(ctx, h.id, true, func(nb, cb []byte) (bool, error) {
+			if err := c.parse(h.first, nb, cb); err != nil {
+				return false, err
+			}
+			keys, err := c.column(colKey)
+			if err != nil {
+				return false, err
+			}
+			for _, i := range cols {
+				if _, err := c.column(i); err != nil {
+					return false, err
+				}
+			}
+			for j, k := range keys {
+				if k >= lo && k < hi {
+					fn(&c, j)
+				}
+			}
+			if end != nil {
+				end(&c)
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxTopKeys bounds the names a top list counts at once: past it, the
+// least asked are dropped, so that a range of millions of one-off names
+// costs bounded memory. The top of a list is exact while the range holds
+// fewer distinct names.
+const maxTopKeys = 1 << 17
 
 // split cuts [lo, hi) at the boundaries of buckets of g: the head and
 // tail that are parts of buckets, read from the rows, and the whole
@@ -51,65 +102,166 @@ func (s *sqliteStore) top(ctx context.Context, what, _ string, from, to time.Tim
 	if lo >= hi {
 		return []count{}, nil
 	}
-	var (
-		g                    int64
-		raw, counters, label string
-		what0                int
-	)
 	switch what {
-	case TopDomains:
-		g, what0 = usPerHour, topDomains
-		raw = `SELECT name AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? AND name IS NOT NULL GROUP BY name`
-		counters = `SELECT key, sum(n) AS n FROM tops WHERE what = ? AND hour >= ? AND hour < ? GROUP BY key`
-		label = `SELECT d.name, t.n FROM t JOIN names d ON d.id = t.key ORDER BY t.n DESC, d.name LIMIT ?`
-	case TopBlocked:
-		g, what0 = usPerHour, topBlocked
-		raw = `SELECT name AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? AND name IS NOT NULL AND (flags >> 3) & 15 = 3 GROUP BY name`
-		counters = `SELECT key, sum(n) AS n FROM tops WHERE what = ? AND hour >= ? AND hour < ? GROUP BY key`
-		label = `SELECT d.name, t.n FROM t JOIN names d ON d.id = t.key ORDER BY t.n DESC, d.name LIMIT ?`
-	case TopClients:
-		// Ranked by address: one address with several names (a DoH path
-		// name, a lease that changed) counts once.
-		g, what0 = usPerMinute, seenClient
-		raw = `SELECT client AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? GROUP BY client`
-		counters = `SELECT key, sum(n) AS n FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`
-		label = `SELECT k, sum(t.n) AS c FROM t JOIN (SELECT id, CASE addr WHEN '' THEN name ELSE addr END AS k FROM clients) d ON d.id = t.key GROUP BY k ORDER BY c DESC, k LIMIT ?`
-	case TopUpstreams:
-		g, what0 = usPerMinute, seenUpstream
-		raw = `SELECT upstream AS key, count(*) AS n FROM q WHERE id >= ? AND id < ? AND upstream IS NOT NULL GROUP BY upstream`
-		counters = `SELECT key, sum(n) AS n FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`
-		label = `SELECT d.text, t.n FROM t JOIN labels d ON d.id = t.key ORDER BY t.n DESC, d.text LIMIT ?`
+	case TopDomains, TopBlocked:
+		return s.topNames(ctx, what == TopBlocked, lo, hi, limit)
+	case TopClients, TopUpstreams:
 	default:
 		return nil, errors.New("history: unknown top list")
 	}
-	// The counts are summed, ranked and named in SQLite: its sorter keeps
-	// the first limit in bounded memory, where a Go map would hold a
-	// day's every name.
-	var parts string
-	var args []any
-	b0, b1 := split(lo, hi, g)
-	if b0 == b1 {
-		parts, args = raw, []any{lo, hi}
-	} else {
-		parts = raw + ` UNION ALL ` + counters + ` UNION ALL ` + raw
-		args = []any{lo, b0 * g, what0, b0, b1, b1 * g, hi}
+	seenWhat, col := seenClient, colClient
+	if what == TopUpstreams {
+		seenWhat, col = seenUpstream, colUpstream
 	}
-	q := `WITH t AS (SELECT key, sum(n) AS n FROM (` + parts + `) GROUP BY key) ` + label
-	rows, err := s.r.QueryContext(ctx, q, append(args, limit)...)
+	// Whole minutes from the counters, their parts from the rows.
+	n := map[int64]int64{}
+	raw := func(lo, hi int64) error {
+		return s.eachRow(ctx, lo, hi, []int{col}, func(c *chunk, j int) {
+			v := c.vals[col][j]
+			if col == colUpstream {
+				if v == 0 {
+					return
+				}
+				v--
+			}
+			n[v]++
+		}, nil)
+	}
+	b0, b1 := split(lo, hi, usPerMinute)
+	if b0 == b1 {
+		err = raw(lo, hi)
+	} else {
+		err = errors.Join(raw(lo, b0*usPerMinute), raw(b1*usPerMinute, hi))
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []count{}
-	for rows.Next() {
-		var c count
-		if err := rows.Scan(&c.Key, &c.Count); err != nil {
+	if b0 != b1 {
+		rows, err := s.r.QueryContext(ctx, `SELECT key, sum(n) FROM seen WHERE what = ? AND minute >= ? AND minute < ? GROUP BY key`, seenWhat, b0, b1)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		for rows.Next() {
+			var k, c int64
+			if err := rows.Scan(&k, &c); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			n[k] += c
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
-	return out, rows.Err()
+	ids := make([]int64, 0, len(n))
+	for id := range n {
+		ids = append(ids, id)
+	}
+	byKey := map[string]int64{}
+	if what == TopClients {
+		// Ranked by address: one address with several names (a DoH path
+		// name, a lease that changed) counts once.
+		err = s.each(ctx, `SELECT id, CASE addr WHEN '' THEN name ELSE addr END FROM clients WHERE id IN `, ids, func(rows *sql.Rows) error {
+			var id int64
+			var k string
+			err := rows.Scan(&id, &k)
+			byKey[k] += n[id]
+			return err
+		})
+	} else {
+		err = s.each(ctx, `SELECT id, text FROM labels WHERE id IN `, ids, func(rows *sql.Rows) error {
+			var id int64
+			var k string
+			err := rows.Scan(&id, &k)
+			byKey[k] += n[id]
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ranked(byKey, limit), nil
 }
+
+// topNames counts the names asked (or blocked) in [lo, hi) from the
+// chunks: each chunk's names once, counted by their index.
+func (s *sqliteStore) topNames(ctx context.Context, blocked bool, lo, hi int64, limit int) ([]count, error) {
+	byName := map[string]int64{}
+	var local []int64 // the chunk's counts, by its names' index
+	end := func(c *chunk) {
+		for i, k := range local {
+			if k == 0 {
+				continue
+			}
+			b := c.nameBytes(int64(i))
+			if _, ok := byName[string(b)]; ok {
+				byName[string(b)] += k
+			} else {
+				byName[string(b)] = k
+			}
+		}
+		clear(local)
+		if len(byName) > 2*maxTopKeys {
+			prune(byName, maxTopKeys)
+		}
+	}
+	cols := []int{colName}
+	if blocked {
+		cols = append(cols, colFlags)
+	}
+	err := s.eachRow(ctx, lo, hi, cols, func(c *chunk, j int) {
+		if blocked {
+			if _, src, _ := unflags(c.vals[colFlags][j]); src != srcBlocked {
+				return
+			}
+		}
+		v := c.vals[colName][j]
+		if v == 0 {
+			return
+		}
+		for int(v) >= len(local) {
+			local = append(local, 0)
+		}
+		local[v]++
+	}, end)
+	if err != nil {
+		return nil, err
+	}
+	return ranked(byName, limit), nil
+}
+
+// prune keeps the keep most counted entries of m.
+func prune(m map[string]int64, keep int) {
+	counts := make([]int64, 0, len(m))
+	for _, n := range m {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	floor := counts[len(counts)-keep]
+	for k, n := range m {
+		if n < floor {
+			delete(m, k)
+		}
+	}
+}
+
+// ranked is the limit most counted keys of m, the most first, ties by key.
+func ranked(m map[string]int64, limit int) []count {
+	out := make([]count, 0, len(m))
+	for k, n := range m {
+		out = append(out, count{Key: k, Count: n})
+	}
+	slices.SortFunc(out, func(a, b count) int {
+		if a.Count != b.Count {
+			return cmpKey(b.Count, a.Count)
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out[:min(len(out), limit)]
+}
+
+var srcBlocked = sourceCode("blocked")
 
 // MaxBuckets bounds one timeline: a week in minutes.
 const MaxBuckets = 10080
@@ -133,23 +285,10 @@ func (s *sqliteStore) timeline(ctx context.Context, _ string, from, to time.Time
 	// bucket maps a key to its bucket's index in out.
 	bucket := func(key int64) int { return int(floorDiv(key+s.epoch, st) - first) }
 	rawRows := func(lo, hi int64) error {
-		if lo >= hi {
-			return nil
-		}
-		rows, err := s.r.QueryContext(ctx, `SELECT id, flags FROM q WHERE id >= ? AND id < ?`, lo, hi)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k, f int64
-			if err := rows.Scan(&k, &f); err != nil {
-				return err
-			}
-			_, src, rcode := unflags(f)
-			out[bucket(k)].N[outcome(src, rcode)]++
-		}
-		return rows.Err()
+		return s.eachRow(ctx, lo, hi, []int{colFlags}, func(c *chunk, j int) {
+			_, src, rcode := unflags(c.vals[colFlags][j])
+			out[bucket(c.vals[colKey][j])].N[outcome(src, rcode)]++
+		}, nil)
 	}
 	b0, b1 := int64(0), int64(0)
 	if st%usPerMinute == 0 {

@@ -4,46 +4,57 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// dictCap bounds each dictionary cache of the writer: a busy network's
-// popular names fit, the one-off names that would not are looked up.
+// dictCap bounds each dictionary cache of the writer.
 const dictCap = 1 << 14
 
-// writer is the write side of sqliteStore: prepared statements and
-// dictionary caches, owned by the writer goroutine.
+// Sizes of chunks (chunk.go). Each batch is written as a small chunk of
+// its own rows; when the small chunks hold chunkRows rows, or there are
+// maxSmalls of them, they are merged into sealed chunks of chunkRows rows
+// at most. A row is so written twice, whatever the rate, and the file
+// holds few small chunks.
+const (
+	chunkRows = 8192
+	maxSmalls = 64
+)
+
+// writer is the write side of sqliteStore: prepared statements,
+// dictionary caches and the rows not yet sealed, owned by the writer
+// goroutine.
 type writer struct {
 	s *sqliteStore
 
-	nameID, insName, clientID, insClient, labelID, insLabel *sql.Stmt
+	clientID, insClient, labelID, insLabel *sql.Stmt
+	putChunk, delSmalls                    *sql.Stmt
 
-	// INSERTs of several rows or counters at once.
-	insRows, addMinutes, addTops, addSeen, addNames multi
-	fresh                                           map[string]int64 // names the batch added or found, by addNames
-	missing                                         []any            // names the caches lack, reused
-	vals                                            []rowVals        // the batch's rows, reused
-	args                                            []any            // one statement's arguments, reused
+	addMinutes, addSeen multi
+	args                []any // one statement's arguments, reused
 
-	names   map[string]int64
 	clients map[clientKey]int64
 	labels  map[string]int64
 
 	// Counters of the batch being written, reused.
 	minutes map[[2]int64]int64 // minute, outcome
-	tops    map[[3]int64]int64 // what, hour, key
 	seen    map[[3]int64]int64 // what, key, minute
+
+	// The rows of the small chunks, sorted by key, and their keys. Rows
+	// are never stamped at or before sealed, the last key of the sealed
+	// chunks: a row that arrives later than that is moved 1 µs after it.
+	unsealed []chunkRow
+	keys     map[int64]struct{}
+	smalls   int
+	sealed   int64
+	enc      encoder
+	batch    []chunkRow // reused
 
 	// State of maintain.
 	trimming  bool     // past the high water mark, until under the low one
 	sweeping  bool     // rows were deleted: sweep the dictionaries
-	sweepFrom [3]int64 // the next id to sweep in names, clients, labels
+	sweepFrom [2]int64 // the next id to sweep in clients, labels
 }
 
 // clientKey is a client as the cache knows it: the address as it is
@@ -56,24 +67,23 @@ type clientKey struct {
 func newWriter(s *sqliteStore) (*writer, error) {
 	wr := &writer{
 		s:       s,
-		names:   make(map[string]int64),
 		clients: make(map[clientKey]int64),
 		labels:  make(map[string]int64),
 		minutes: make(map[[2]int64]int64),
-		tops:    make(map[[3]int64]int64),
 		seen:    make(map[[3]int64]int64),
-		fresh:   make(map[string]int64),
+		keys:    make(map[int64]struct{}),
+		sealed:  -1 << 62,
 	}
 	stmts := []struct {
 		p   **sql.Stmt
 		sql string
 	}{
-		{&wr.nameID, `SELECT id FROM names WHERE name = ?`},
-		{&wr.insName, `INSERT INTO names (name) VALUES (?)`},
 		{&wr.clientID, `SELECT id FROM clients WHERE addr = ? AND name = ?`},
 		{&wr.insClient, `INSERT INTO clients (addr, name) VALUES (?, ?)`},
 		{&wr.labelID, `SELECT id FROM labels WHERE text = ?`},
 		{&wr.insLabel, `INSERT INTO labels (text) VALUES (?)`},
+		{&wr.putChunk, `INSERT INTO chunks (first, last, n, sealed, names, cols) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&wr.delSmalls, `DELETE FROM chunks WHERE sealed = 0`},
 	}
 	for _, st := range stmts {
 		p, err := s.conn.PrepareContext(context.Background(), st.sql)
@@ -88,13 +98,8 @@ func newWriter(s *sqliteStore) (*writer, error) {
 		m                 *multi
 		head, tuple, tail string
 	}{
-		{&wr.insRows, `INSERT INTO q (id, name, client, qtype, flags, upstream, list, dur) VALUES `, `(?,?,?,?,?,?,?,?)`, ``},
 		{&wr.addMinutes, `INSERT INTO minutes (minute, outcome, n) VALUES `, `(?,?,?)`, upsert},
-		{&wr.addTops, `INSERT INTO tops (what, hour, key, n) VALUES `, `(?,?,?,?)`, upsert},
 		{&wr.addSeen, `INSERT INTO seen (what, key, minute, n) VALUES `, `(?,?,?,?)`, upsert},
-		// New and uncached names, many a statement: the no-op update
-		// makes RETURNING give the id of a name already there too.
-		{&wr.addNames, `INSERT INTO names (name) VALUES `, `(?)`, ` ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id, name`},
 	}
 	for _, m := range multis {
 		if err := m.m.prepare(s.conn, m.head, m.tuple, m.tail); err != nil {
@@ -102,17 +107,74 @@ func newWriter(s *sqliteStore) (*writer, error) {
 			return nil, err
 		}
 	}
+	if err := wr.load(); err != nil {
+		wr.close()
+		return nil, err
+	}
 	return wr, nil
+}
+
+// load reads the state of an existing database: the sealed chunks' last
+// key, and the small chunks' rows.
+func (wr *writer) load() error {
+	ctx := context.Background()
+	var last sql.NullInt64
+	if err := wr.s.conn.QueryRowContext(ctx, `SELECT max(last) FROM chunks WHERE sealed = 1`).Scan(&last); err != nil {
+		return err
+	}
+	if last.Valid {
+		wr.sealed = last.Int64
+	}
+	rows, err := wr.s.conn.QueryContext(ctx, `SELECT first, names, cols FROM chunks WHERE sealed = 0`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var c chunk
+	for rows.Next() {
+		var id int64
+		var names, cols []byte
+		if err := rows.Scan(&id, &names, &cols); err != nil {
+			return err
+		}
+		if err := c.parse(id, names, cols); err != nil {
+			return err
+		}
+		got, err := c.rows(nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range got {
+			wr.unsealed = append(wr.unsealed, r)
+			wr.keys[r.key] = struct{}{}
+		}
+		wr.smalls++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.SortFunc(wr.unsealed, func(a, b chunkRow) int { return cmpKey(a.key, b.key) })
+	return nil
+}
+
+func cmpKey(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func (wr *writer) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{wr.nameID, wr.insName, wr.clientID, wr.insClient, wr.labelID, wr.insLabel} {
+	for _, st := range []*sql.Stmt{wr.clientID, wr.insClient, wr.labelID, wr.insLabel, wr.putChunk, wr.delSmalls} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
-	for _, m := range []*multi{&wr.insRows, &wr.addMinutes, &wr.addTops, &wr.addSeen, &wr.addNames} {
+	for _, m := range []*multi{&wr.addMinutes, &wr.addSeen} {
 		errs = append(errs, m.close())
 	}
 	return errors.Join(errs...)
@@ -121,7 +183,6 @@ func (wr *writer) close() error {
 // forget empties the dictionary caches: after entries were deleted, a
 // cached id may name nothing.
 func (wr *writer) forget() {
-	clear(wr.names)
 	clear(wr.clients)
 	clear(wr.labels)
 }
@@ -132,48 +193,39 @@ const (
 	durUnit     = 10_000 // ns: durations are stored in 10 µs units (duration_ms to two decimals)
 )
 
-// maxKeyTries bounds the search for a free microsecond for one row.
-const maxKeyTries = 1000
-
+// write stores a batch: a small chunk of its rows, or, when that makes
+// enough, the small chunks' rows and the batch's merged into sealed
+// chunks; and the counters. The writer's memory of the small chunks
+// changes only when the transaction commits.
 func (s *sqliteStore) write(rows []Row) (err error) {
 	wr := s.wr
 	defer func() {
+		clear(wr.minutes)
+		clear(wr.seen)
 		if err != nil {
-			// Ids added by the transaction rolled back name nothing, and
-			// its counters were not stored.
+			// Ids added by the transaction rolled back name nothing.
 			wr.forget()
-			clear(wr.minutes)
-			clear(wr.tops)
-			clear(wr.seen)
 		}
 	}()
-	// Keys in arrival order, so that the rows go into the table's last
-	// pages in order.
 	slices.SortFunc(rows, func(a, b Row) int { return a.Time.Compare(b.Time) })
 	tx, err := s.begin()
 	if err != nil {
 		return err
 	}
 	defer tx.rollback()
-	// The names the cache lacks, many a statement.
-	if err := wr.resolveNames(rows); err != nil {
-		return err
-	}
-	// The rows' values (dictionary ids from the writer's maps, SQL only
-	// for new entries), then multi-row INSERTs of them.
-	vals := wr.vals[:0]
+	batch := wr.batch[:0]
+	defer func() { clear(batch); wr.batch = batch[:0] }()
+	// Keys unique and after the sealed chunks'; taken keys are added to
+	// wr.keys only on commit, so a batch's own are checked in added.
+	added := make(map[int64]struct{}, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		v := rowVals{name: -1, upstream: -1, list: -1}
+		v := chunkRow{upstream: -1, list: -1}
 		if r.QName != "" || r.QType != 0 {
-			name := strings.ToLower(r.QName)
-			id, ok := wr.fresh[name]
-			if !ok {
-				if id, err = wr.dict(tx, wr.names, name, wr.nameID, wr.insName); err != nil {
-					return err
-				}
+			v.name = strings.ToLower(r.QName)
+			if v.name == "" {
+				v.name = "."
 			}
-			v.name = id
 		}
 		if v.client, err = wr.client(tx, r); err != nil {
 			return err
@@ -188,155 +240,131 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 				return err
 			}
 		}
-		v.src, v.rcode = sourceCode(r.Source), r.Rcode
-		v.flags = flags(protoCode(r.Proto), v.src, r.Rcode)
+		src := sourceCode(r.Source)
+		v.flags = flags(protoCode(r.Proto), src, r.Rcode)
 		v.qtype = int64(r.QType)
 		v.dur = int64(r.Duration / durUnit)
-		v.key = s.key(r.Time)
-		vals = append(vals, v)
+		k := max(s.key(r.Time), wr.sealed+1)
+		for {
+			_, taken := wr.keys[k]
+			if !taken {
+				_, taken = added[k]
+			}
+			if !taken {
+				break
+			}
+			k++
+		}
+		added[k] = struct{}{}
+		v.key = k
+		batch = append(batch, v)
+		wr.count(&v, src, r.Rcode)
 	}
-	wr.vals = vals
-	last := int64(-1 << 62)
-	for len(vals) > 0 {
-		n, st := wr.insRows.pick(len(vals))
-		chunk := vals[:n]
-		vals = vals[n:]
-		args := wr.args[:0]
-		for i := range chunk {
-			v := &chunk[i]
-			v.key = max(v.key, last+1) // sorted: a tie within the batch moves by 1 µs
-			last = v.key
-			args = append(args, v.key, null(v.name), v.client, v.qtype, v.flags, null(v.upstream), null(v.list), v.dur)
-		}
-		_, err = st.Exec(args...)
-		clear(args)
-		wr.args = args[:0]
-		if isConstraint(err) {
-			// A row of an earlier batch holds one of these microseconds:
-			// one at a time, each moved to the next free one (which is
-			// near: rows are microseconds apart at most rates).
-			last, err = wr.insertEach(chunk, chunk[0].key-1)
-		}
-		if err != nil {
+	slices.SortFunc(batch, func(a, b chunkRow) int { return cmpKey(a.key, b.key) })
+	seal := len(wr.unsealed)+len(batch) >= s.rowsPerChunk || wr.smalls+1 >= maxSmalls
+	var merged []chunkRow
+	if seal {
+		merged = mergeRows(wr.unsealed, batch)
+		if _, err := wr.delSmalls.Exec(); err != nil {
 			return err
 		}
-		for i := range chunk {
-			wr.count(&chunk[i])
+		for rest := merged; len(rest) > 0; {
+			n := min(len(rest), s.rowsPerChunk)
+			if err := wr.put(rest[:n], true); err != nil {
+				return err
+			}
+			rest = rest[n:]
 		}
+	} else if err := wr.put(batch, false); err != nil {
+		return err
 	}
-	if err := wr.flushCounters(tx); err != nil {
+	if err := wr.flushCounters(); err != nil {
 		return err
 	}
 	if err := tx.commit(); err != nil {
 		return err
 	}
+	if seal {
+		wr.sealed = merged[len(merged)-1].key
+		clear(wr.unsealed)
+		wr.unsealed = wr.unsealed[:0]
+		clear(wr.keys)
+		wr.smalls = 0
+	} else {
+		wr.unsealed = mergeRows(wr.unsealed, batch)
+		for k := range added {
+			wr.keys[k] = struct{}{}
+		}
+		wr.smalls++
+	}
 	s.measure()
 	return nil
 }
 
-// resolveNames finds or adds, into fresh, the names of rows that the
-// names cache lacks, with INSERTs of many names each.
-func (wr *writer) resolveNames(rows []Row) error {
-	clear(wr.fresh)
-	missing := wr.missing[:0]
-	defer func() { clear(missing); wr.missing = missing[:0] }()
-	for i := range rows {
-		r := &rows[i]
-		if r.QName == "" && r.QType == 0 {
-			continue
+// mergeRows returns a and b, each sorted by key, merged in a new slice.
+func mergeRows(a, b []chunkRow) []chunkRow {
+	out := make([]chunkRow, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i].key <= b[j].key {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
 		}
-		name := strings.ToLower(r.QName)
-		if _, ok := wr.names[name]; ok {
-			continue
-		}
-		if _, ok := wr.fresh[name]; ok {
-			continue
-		}
-		wr.fresh[name] = -1
-		missing = append(missing, name)
 	}
-	for left := missing; len(left) > 0; {
-		n, st := wr.addNames.pick(len(left))
-		res, err := st.Query(left[:n]...)
-		if err != nil {
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+// put inserts one chunk of rows (sorted by key).
+func (wr *writer) put(rows []chunkRow, sealed bool) error {
+	names, cols := wr.enc.encode(rows)
+	s := 0
+	if sealed {
+		s = 1
+	}
+	_, err := wr.putChunk.Exec(rows[0].key, rows[len(rows)-1].key, len(rows), s, names, cols)
+	return err
+}
+
+// seal merges the small chunks into sealed ones now (retention, before it
+// deletes rows the small chunks hold).
+func (wr *writer) seal() error {
+	if len(wr.unsealed) == 0 {
+		return nil
+	}
+	tx, err := wr.s.begin()
+	if err != nil {
+		return err
+	}
+	defer tx.rollback()
+	if _, err := wr.delSmalls.Exec(); err != nil {
+		return err
+	}
+	for rest := wr.unsealed; len(rest) > 0; {
+		n := min(len(rest), wr.s.rowsPerChunk)
+		if err := wr.put(rest[:n], true); err != nil {
 			return err
 		}
-		for res.Next() {
-			var id int64
-			var name string
-			if err := res.Scan(&id, &name); err != nil {
-				res.Close()
-				return err
-			}
-			wr.fresh[name] = id
-		}
-		if err := res.Close(); err != nil {
-			return err
-		}
-		if err := res.Err(); err != nil {
-			return err
-		}
-		left = left[n:]
+		rest = rest[n:]
 	}
-	for name, id := range wr.fresh {
-		if id < 0 {
-			return fmt.Errorf("history: name %q not returned by its INSERT", name)
-		}
-		if len(wr.names) >= dictCap {
-			clear(wr.names)
-		}
-		wr.names[name] = id
+	if err := tx.commit(); err != nil {
+		return err
 	}
+	wr.sealed = wr.unsealed[len(wr.unsealed)-1].key
+	clear(wr.unsealed)
+	wr.unsealed = wr.unsealed[:0]
+	clear(wr.keys)
+	wr.smalls = 0
 	return nil
 }
 
-// rowVals is a row as the columns of q hold it; -1 for a NULL id.
-type rowVals struct {
-	key, name, client, qtype, flags, upstream, list, dur int64
-	src, rcode                                           int
-}
-
-func null(id int64) any {
-	if id < 0 {
-		return nil
-	}
-	return id
-}
-
-// insertEach inserts chunk's rows one INSERT each, moving a row whose
-// microsecond is taken to the next free one; last is the key before the
-// first row's. It returns the last row's key.
-func (wr *writer) insertEach(chunk []rowVals, last int64) (int64, error) {
-	ins := wr.insRows.stmts[len(wr.insRows.stmts)-1]
-	for i := range chunk {
-		v := &chunk[i]
-		v.key = max(v.key, last+1)
-		var err error
-		for try := 0; ; try++ {
-			_, err = ins.Exec(v.key, null(v.name), v.client, v.qtype, v.flags, null(v.upstream), null(v.list), v.dur)
-			if !isConstraint(err) || try == maxKeyTries {
-				break
-			}
-			v.key++
-		}
-		if err != nil {
-			return last, err
-		}
-		last = v.key
-	}
-	return last, nil
-}
-
-// count adds a written row to the batch's counters.
-func (wr *writer) count(v *rowVals) {
-	minute, hour := floorDiv(v.key, usPerMinute), floorDiv(v.key, usPerHour)
-	wr.minutes[[2]int64{minute, int64(outcome(v.src, v.rcode))}]++
-	if v.name >= 0 {
-		wr.tops[[3]int64{topDomains, hour, v.name}]++
-		if v.src == srcBlocked {
-			wr.tops[[3]int64{topBlocked, hour, v.name}]++
-		}
-	}
+// count adds a row to the batch's counters.
+func (wr *writer) count(v *chunkRow, src, rcode int) {
+	minute := floorDiv(v.key, usPerMinute)
+	wr.minutes[[2]int64{minute, int64(outcome(src, rcode))}]++
 	wr.seen[[3]int64{seenClient, v.client, minute}]++
 	if v.upstream >= 0 {
 		wr.seen[[3]int64{seenUpstream, v.upstream, minute}]++
@@ -346,8 +374,6 @@ func (wr *writer) count(v *rowVals) {
 	}
 }
 
-var srcBlocked = sourceCode("blocked")
-
 // multi is one INSERT prepared for several numbers of VALUES tuples,
 // largest first, the last for one: a batch is written in few statements.
 type multi struct {
@@ -355,8 +381,7 @@ type multi struct {
 	stmts []*sql.Stmt
 }
 
-// tupleSizes are the numbers of VALUES tuples multi prepares. 128 rows
-// of 8 columns is 1,024 parameters, under SQLite's default limit of 32,766.
+// tupleSizes are the numbers of VALUES tuples multi prepares.
 var tupleSizes = []int{128, 16, 1}
 
 func (m *multi) prepare(conn *sql.Conn, head, tuple, tail string) error {
@@ -428,25 +453,13 @@ func (t *txn) rollback() {
 	}
 }
 
-func (wr *writer) flushCounters(tx *txn) error {
-	defer func() {
-		clear(wr.minutes)
-		clear(wr.tops)
-		clear(wr.seen)
-	}()
+func (wr *writer) flushCounters() error {
 	args := wr.args[:0]
 	defer func() { clear(args); wr.args = args[:0] }()
 	for k, n := range wr.minutes {
 		args = append(args, k[0], k[1], n)
 	}
 	if err := wr.addMinutes.execAll(args, 3); err != nil {
-		return err
-	}
-	args = args[:0]
-	for k, n := range wr.tops {
-		args = append(args, k[0], k[1], k[2], n)
-	}
-	if err := wr.addTops.execAll(args, 4); err != nil {
 		return err
 	}
 	args = args[:0]
@@ -520,9 +533,4 @@ func (wr *writer) client(tx *txn, r *Row) (int64, error) {
 	}
 	wr.clients[k] = id
 	return id, nil
-}
-
-func isConstraint(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
