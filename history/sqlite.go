@@ -82,6 +82,7 @@ var errDamaged = errors.New("history: database damaged")
 type sqliteStore struct {
 	w, r  *sql.DB
 	conn  *sql.Conn // w's one connection, held by the writer for good
+	ck    *checkpointer
 	epoch int64     // unix µs of key 0
 	mem   bool
 
@@ -102,7 +103,7 @@ var memSeq atomic.Int64
 // history database or fails its integrity check, ErrUnavailable (wrapped)
 // for one that cannot be opened.
 func openSQLite(path string) (*sqliteStore, error) {
-	var dsnW, dsnR string
+	var dsnW, dsnR, dsnC string
 	s := &sqliteStore{chunk: deleteChunk, rowsPerChunk: chunkRows}
 	if path == "" {
 		// memdb: one database shared by every connection naming it, gone
@@ -120,8 +121,13 @@ func openSQLite(path string) (*sqliteStore, error) {
 		pragmas := "_pragma=busy_timeout(250)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 		// Page caches of 2 MiB for the writer, 1 MiB for each reader:
 		// the history's memory stays a few MiB whatever the file's size.
-		dsnW = base + "?" + pragmas + "&_pragma=cache_size(-2048)"
+		// The writer never checkpoints (wal_autocheckpoint 0): a
+		// checkpoint syncs the file, which can take a second on a busy
+		// disk, and rows would be dropped meanwhile. The checkpointer
+		// does it on a connection of its own (checkpoint.go).
+		dsnW = base + "?" + pragmas + "&_pragma=cache_size(-2048)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(4194304)"
 		dsnR = base + "?mode=ro&" + pragmas + "&_pragma=cache_size(-1024)"
+		dsnC = base + "?" + pragmas + "&_pragma=cache_size(-64)"
 	}
 	w, err := sql.Open("sqlite", dsnW)
 	if err != nil {
@@ -160,6 +166,12 @@ func openSQLite(path string) (*sqliteStore, error) {
 		return nil, classify(err)
 	}
 	s.wr = wr
+	if dsnC != "" {
+		if err := s.startCheckpointer(dsnC); err != nil {
+			s.close()
+			return nil, classify(err)
+		}
+	}
 	s.measure()
 	return s, nil
 }
@@ -296,6 +308,9 @@ func (s *sqliteStore) used() int64 { return s.inUse.Load() }
 
 func (s *sqliteStore) close() error {
 	var errs []error
+	if s.ck != nil {
+		errs = append(errs, s.ck.stop())
+	}
 	if s.wr != nil {
 		errs = append(errs, s.wr.close())
 	}

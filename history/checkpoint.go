@@ -1,0 +1,78 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"time"
+)
+
+// The checkpointer copies the write-ahead log into the database file, on
+// a connection and a goroutine of its own: a checkpoint syncs the file to
+// disk, and on a busy disk (an SD card, a machine writing elsewhere) that
+// takes from milliseconds to seconds. The writer, which never
+// checkpoints, keeps taking rows meanwhile: WAL lets a checkpoint run
+// beside a writer and readers (PASSIVE: it copies what no reader still
+// needs and waits for nobody).
+const (
+	checkpointEvery = time.Second // how often the log's size is looked at
+	checkpointWAL   = 4 << 20     // a log this big is checkpointed (SQLite's own default: 1,000 pages)
+	checkpointIdle  = 30 * time.Second
+)
+
+type checkpointer struct {
+	db   *sql.DB
+	path string
+	quit chan struct{}
+	done chan struct{}
+}
+
+func (s *sqliteStore) startCheckpointer(dsn string) error {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return err
+	}
+	c := &checkpointer{db: db, path: s.path + "-wal", quit: make(chan struct{}), done: make(chan struct{})}
+	s.ck = c
+	go c.run()
+	return nil
+}
+
+// run checkpoints when the log has grown past checkpointWAL, or holds
+// anything and checkpointIdle has passed since the last checkpoint.
+func (c *checkpointer) run() {
+	defer close(c.done)
+	tick := time.NewTicker(checkpointEvery)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case now := <-tick.C:
+			fi, err := os.Stat(c.path)
+			if err != nil || fi.Size() == 0 {
+				continue
+			}
+			if fi.Size() < checkpointWAL && now.Sub(last) < checkpointIdle {
+				continue
+			}
+			// An error (a reader in the way, a full disk) is tried
+			// again on the next tick; the writer's rows are in the log.
+			_, _ = c.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+			last = now
+		}
+	}
+}
+
+// stop ends the checkpointer; the store's close checkpoints last.
+func (c *checkpointer) stop() error {
+	close(c.quit)
+	<-c.done
+	return c.db.Close()
+}
