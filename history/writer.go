@@ -49,7 +49,9 @@ type writer struct {
 	smalls   int
 	sealed   int64
 	enc      encoder
-	batch    []chunkRow // reused
+	batch    []chunkRow         // reused
+	spare    []chunkRow         // the next unsealed, reused
+	added    map[int64]struct{} // the batch's keys, reused
 
 	// State of maintain.
 	trimming  bool     // past the high water mark, until under the low one
@@ -72,6 +74,7 @@ func newWriter(s *sqliteStore) (*writer, error) {
 		minutes: make(map[[2]int64]int64),
 		seen:    make(map[[3]int64]int64),
 		keys:    make(map[int64]struct{}),
+		added:   make(map[int64]struct{}),
 		sealed:  -1 << 62,
 	}
 	stmts := []struct {
@@ -217,7 +220,8 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	defer func() { clear(batch); wr.batch = batch[:0] }()
 	// Keys unique and after the sealed chunks'; taken keys are added to
 	// wr.keys only on commit, so a batch's own are checked in added.
-	added := make(map[int64]struct{}, len(rows))
+	added := wr.added
+	clear(added)
 	for i := range rows {
 		r := &rows[i]
 		v := chunkRow{upstream: -1, list: -1}
@@ -264,7 +268,7 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	seal := len(wr.unsealed)+len(batch) >= s.rowsPerChunk || wr.smalls+1 >= maxSmalls
 	var merged []chunkRow
 	if seal {
-		merged = mergeRows(wr.unsealed, batch)
+		merged = mergeRows(wr.spare[:0], wr.unsealed, batch)
 		if _, err := wr.delSmalls.Exec(); err != nil {
 			return err
 		}
@@ -286,12 +290,16 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	}
 	if seal {
 		wr.sealed = merged[len(merged)-1].key
+		clear(merged)
+		wr.spare = merged[:0]
 		clear(wr.unsealed)
 		wr.unsealed = wr.unsealed[:0]
 		clear(wr.keys)
 		wr.smalls = 0
 	} else {
-		wr.unsealed = mergeRows(wr.unsealed, batch)
+		next := mergeRows(wr.spare[:0], wr.unsealed, batch)
+		clear(wr.unsealed)
+		wr.unsealed, wr.spare = next, wr.unsealed[:0]
 		for k := range added {
 			wr.keys[k] = struct{}{}
 		}
@@ -301,9 +309,9 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	return nil
 }
 
-// mergeRows returns a and b, each sorted by key, merged in a new slice.
-func mergeRows(a, b []chunkRow) []chunkRow {
-	out := make([]chunkRow, 0, len(a)+len(b))
+// mergeRows appends a and b, each sorted by key, merged, to out (which
+// shares no memory with them).
+func mergeRows(out, a, b []chunkRow) []chunkRow {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		if a[i].key <= b[j].key {
