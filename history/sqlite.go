@@ -83,7 +83,7 @@ type sqliteStore struct {
 	w, r  *sql.DB
 	conn  *sql.Conn // w's one connection, held by the writer for good
 	ck    *checkpointer
-	epoch int64     // unix µs of key 0
+	epoch int64 // unix µs of key 0
 	mem   bool
 
 	// Owned by the writer goroutine.
