@@ -23,7 +23,9 @@ var (
 	ErrPack = errors.New("packing the query")
 
 	// ErrResolverTimeout: a forward-zone resolver did not answer within the
-	// read timeout (UDP, and TCP after truncation, together). It is peer
+	// read timeout (UDP, and TCP after truncation, together). The
+	// forward-zone client (query/forward) returns it; it is declared here
+	// beside the other sentinels, which IsTimeout and actors.Classify know. It is peer
 	// evidence about that resolver, never a budget: it deliberately does not
 	// match context.DeadlineExceeded.
 	ErrResolverTimeout = errors.New("resolver timed out")
