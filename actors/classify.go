@@ -51,8 +51,8 @@ func (g Group) String() string {
 // sentinelGroups places every sentinel the transports declare, in the
 // order Classify tries them: an error that wraps two sentinels is placed by
 // the first listed (a local failure to pack is ours before it is anyone
-// else's). A test checks it against transport.Sentinels, so a new sentinel cannot
-// be added without deciding here who is to blame for it.
+// else's). A test reads wire/transport's source for its sentinels, so a
+// new one cannot be added without deciding here who is to blame for it.
 var sentinelGroups = [...]struct {
 	err   error
 	group Group

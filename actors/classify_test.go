@@ -10,19 +10,47 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nxdnsd/nxdnsd/internal/gosrc"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
 
-// Every sentinel a transport can return must be placed deliberately.
+// Every sentinel a transport can return must be placed deliberately. The
+// sentinels are found in wire/transport's source, so a new one cannot be
+// declared without a decision here. Mutation checks: deleting a row of
+// sentinelGroups, or declaring another exported errors.New variable in
+// wire/transport, fails it.
 func TestEverySentinelIsPlaced(t *testing.T) {
-	for _, s := range transport.Sentinels() {
+	sentinels := map[string]error{
+		"ErrRefused":          transport.ErrRefused,
+		"ErrIDMismatch":       transport.ErrIDMismatch,
+		"ErrQuestionMismatch": transport.ErrQuestionMismatch,
+		"ErrMalformed":        transport.ErrMalformed,
+		"ErrPack":             transport.ErrPack,
+		"ErrResolverTimeout":  transport.ErrResolverTimeout,
+		"ErrHTTPStatus":       transport.ErrHTTPStatus,
+		"ErrContentType":      transport.ErrContentType,
+		"ErrBootstrap":        transport.ErrBootstrap,
+	}
+	declared, err := gosrc.ErrorVars("../wire/transport")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range declared {
+		s, ok := sentinels[name]
+		if !ok {
+			t.Errorf("wire/transport declares %s: add it to this test and give it a group in sentinelGroups", name)
+			continue
+		}
 		placed := false
 		for _, g := range sentinelGroups {
 			placed = placed || g.err == s
 		}
 		if !placed {
-			t.Errorf("wire sentinel %q has no group in sentinelGroups", s)
+			t.Errorf("wire sentinel %s (%q) has no group in sentinelGroups", name, s)
 		}
+	}
+	if len(declared) < len(sentinels) {
+		t.Errorf("wire/transport declares %v, fewer than this test lists", declared)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdnsd/nxdnsd/query/forward"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
@@ -28,7 +29,7 @@ func TestZoneLookupNamesClient(t *testing.T) {
 		}
 		w.WriteMsg(m)
 	})
-	fwd := transport.NewForwarder(srv.Addr, 2*time.Second)
+	fwd := forward.New(srv.Addr, 2*time.Second)
 	defer fwd.Close()
 	zone := func(name string) transport.Exchanger {
 		if strings.HasSuffix(name, ".168.192.in-addr.arpa.") {

@@ -2,7 +2,8 @@ package config
 
 import (
 	"os"
-	"path/filepath"
+
+	"github.com/nxdnsd/nxdnsd/internal/safefile"
 )
 
 // cachePath checks cache.path. Its directory may not exist yet: systemd's
@@ -22,29 +23,12 @@ func (ck *checker) cachePath(path string) {
 	case fi.IsDir():
 		ck.add("cache.path", "%q is a directory: name a file in it", path)
 	default:
-		what := fileKind(fi.Mode())
-		if target, err := filepath.EvalSymlinks(path); err == nil && target != filepath.Clean(path) {
+		what, target := safefile.Kind(path, fi.Mode())
+		if target != "" {
 			what = "leads through symlinks to " + target + ", " + what
 		} else {
 			what = "is " + what
 		}
 		ck.add("cache.path", "%q %s: the cache is saved to and read from a regular file only (a symlink to one is fine)", path, what)
-	}
-}
-
-// fileKind names a mode that is neither a regular file's nor a
-// directory's.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	default:
-		return "not a regular file"
 	}
 }

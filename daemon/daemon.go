@@ -90,12 +90,9 @@ type Daemon struct {
 	bg               sync.WaitGroup // generations retiring, listeners a reload removed
 }
 
-// New builds a daemon from cfg, which must have passed validation, and
-// opens the query log. Nothing listens until Start.
-func New(cfg *config.Config, log *zap.Logger) (*Daemon, error) {
-	return newDaemon(cfg, log, options{})
-}
-
+// newDaemon builds a daemon from cfg, which must have passed validation,
+// with the test seams opts (Run gives none but the version), and opens the
+// query log. Nothing listens until Start.
 func newDaemon(cfg *config.Config, log *zap.Logger, opts options) (_ *Daemon, err error) {
 	if log == nil {
 		log = zap.NewNop()

@@ -265,7 +265,7 @@ resolver = %q
 
 // A truncated UDP answer and a TCP resolver that stalls end with SERVFAIL,
 // the TCP fallback tried. That the two share one read timeout, not two, is
-// tested exactly under synctest (wire's TestForwarderOneBudget).
+// tested exactly under synctest (query/forward's TestClientOneBudget).
 func TestForwardZoneOneReadTimeout(t *testing.T) {
 	const readTimeout = 400 * time.Millisecond
 	tcpReached := make(chan string, 1)

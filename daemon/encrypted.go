@@ -42,30 +42,19 @@ func listenAddrs(cfg *config.Config) []string {
 	return out
 }
 
-// newEncryptedListener returns the (unstarted) server of one encrypted
-// listener address of listenAddrs, with the running [server] limits, or
-// nil when addr is a plain one.
-func (d *Daemon) newEncryptedListener(addr string) *listener {
-	s := d.cfg.Server
-	srv := &server.Server{
-		Handler:              &d.front,
-		TLSConfig:            &tls.Config{GetCertificate: d.certificate},
-		TCPIdleTimeout:       s.TCPIdleTimeout(),
-		MaxTCPConnections:    s.MaxTCPConnections,
-		MaxConcurrentQueries: s.MaxConcurrentQueries,
-		Logger:               d.log,
-		OnOverload:           d.hooks.overloaded,
-		OnPanic:              d.metrics.Panic,
-		Admission:            d.admission,
-	}
+// listenEncrypted makes srv the server of addr, an address of
+// listenAddrs, when it is an encrypted listener's, and reports whether it
+// was.
+func (d *Daemon) listenEncrypted(srv *server.Server, addr string) bool {
 	if a, ok := strings.CutPrefix(addr, tlsPrefix); ok {
 		srv.TLSListen = []string{a}
 	} else if a, ok := strings.CutPrefix(addr, httpsPrefix); ok {
 		srv.HTTPSListen = []string{a}
 	} else {
-		return nil
+		return false
 	}
-	return &listener{addr: addr, srv: srv}
+	srv.TLSConfig = &tls.Config{GetCertificate: d.certificate}
+	return true
 }
 
 // certificate is the encrypted listeners' tls.Config.GetCertificate: the

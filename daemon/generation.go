@@ -14,6 +14,7 @@ import (
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/metrics"
 	"github.com/nxdnsd/nxdnsd/query"
+	"github.com/nxdnsd/nxdnsd/query/forward"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/transport/bootstrap"
@@ -158,7 +159,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 		// sources: plain DNS, UDP and TCP after truncation.
 		sources = nil
 		for _, ap := range p.BootstrapAddrs {
-			f := transport.NewForwarder(ap.String(), p.ReadTimeout())
+			f := forward.New(ap.String(), p.ReadTimeout())
 			g.boots = append(g.boots, f)
 			sources = append(sources, bootstrap.Source{Name: "bootstrap " + ap.String(), Exchanger: f})
 		}
@@ -190,7 +191,7 @@ func (d *Daemon) build(cfg *config.Config, prev *generation, ups *metrics.Upstre
 
 	var zones []query.Zone
 	for _, z := range cfg.ForwardZones {
-		f := transport.NewForwarder(z.Resolver, p.ReadTimeout())
+		f := forward.New(z.Resolver, p.ReadTimeout())
 		g.zones = append(g.zones, f)
 		zones = append(zones, query.Zone{Name: z.Zone, Resolver: z.Resolver, Client: f})
 	}

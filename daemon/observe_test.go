@@ -352,7 +352,7 @@ func TestStartFailuresLeaveNothingRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(cfg, nil)
+	d, err := newDaemon(cfg, nil, options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestStartFailuresLeaveNothingRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.QueryLog.Path = filepath.Join(t.TempDir(), "missing", "query.log")
-	if _, err := New(cfg, nil); err == nil {
+	if _, err := newDaemon(cfg, nil, options{}); err == nil {
 		t.Error("built a daemon whose query log cannot be opened")
 	}
 }

@@ -252,15 +252,12 @@ type listener struct {
 	srv  *server.Server
 }
 
-// newListener returns the (unstarted) server of one listen address, with
-// the running [server] limits.
+// newListener returns the (unstarted) server of one listen address of
+// listenAddrs (plain, or an encrypted listener's), with the running
+// [server] limits.
 func (d *Daemon) newListener(addr string) *listener {
-	if l := d.newEncryptedListener(addr); l != nil {
-		return l
-	}
 	s := d.cfg.Server
-	return &listener{addr: addr, srv: &server.Server{
-		Listen:               []string{addr},
+	srv := &server.Server{
 		Handler:              &d.front,
 		TCPIdleTimeout:       s.TCPIdleTimeout(),
 		MaxTCPConnections:    s.MaxTCPConnections,
@@ -269,13 +266,17 @@ func (d *Daemon) newListener(addr string) *listener {
 		OnOverload:           d.hooks.overloaded,
 		OnPanic:              d.metrics.Panic,
 		Admission:            d.admission,
+	}
+	if !d.listenEncrypted(srv, addr) {
+		srv.Listen = []string{addr}
 		// A socket and a reader per core (SO_REUSEPORT): cache hits are
 		// answered on the readers, in parallel. Measured side by side
 		// (nxdnsbench, dnsperf -l 5, two pairs): hits 0.74/0.74 -> 0.85/1.04
 		// of the same-run ceiling at the same CPU per hit; forwarding
 		// 0.38/0.37 -> 0.41/0.42.
-		UDPSockets: runtime.GOMAXPROCS(0),
-	}}
+		srv.UDPSockets = runtime.GOMAXPROCS(0)
+	}
+	return &listener{addr: addr, srv: srv}
 }
 
 // splitListeners returns the listeners of listen in its order (the

@@ -122,7 +122,7 @@ value = "nas.lan."
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	d, err := New(cfg, nil)
+	d, err := newDaemon(cfg, nil, options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestExpositionLints(t *testing.T) {
 		if !strings.HasPrefix(name, "nxdns_") {
 			continue
 		}
-		if want, ok := Help(name); f.Help == "" || f.Help == libraryHelp || ok && f.Help != want {
+		if want, ok := helpText(name); f.Help == "" || f.Help == libraryHelp || ok && f.Help != want {
 			t.Errorf("%s: HELP %q, want a text of its own", name, f.Help)
 		}
 	}

@@ -197,11 +197,11 @@ func (m *Metrics) ACLRefused() { m.aclRefused.Inc() }
 func (m *Metrics) RebindStripped() { m.rebindStripped.Inc() }
 
 // OverloadRefused counts one query answered REFUSED because
-// server.max_concurrent_queries were being served (wire.Server.OnOverload).
+// server.max_concurrent_queries were being served (server.Server.OnOverload).
 func (m *Metrics) OverloadRefused() { m.overloadRefused.Inc() }
 
 // Panic counts one panic recovered while serving a query
-// (wire.Server.OnPanic).
+// (server.Server.OnPanic).
 func (m *Metrics) Panic() { m.panics.Inc() }
 
 // QueryLogDropped counts one query-log line dropped because the writer

@@ -90,22 +90,11 @@ func (m *Metrics) writePool(w io.Writer) {
 		return 0
 	})
 
-	b = appendMetadata(b, "nxdns_upstream_queued_total", "counter")
-	b = append(b, "nxdns_upstream_queued_total "...)
-	b = strconv.AppendUint(b, queued, 10)
+	b = appendUint(b, "nxdns_upstream_queued_total", "counter", queued)
+	b = strconv.AppendFloat(appendSeries(b, "nxdns_upstream_queued_seconds_total", "counter"), queuedSeconds, 'g', -1, 64)
 	b = append(b, '\n')
-	b = appendMetadata(b, "nxdns_upstream_queued_seconds_total", "counter")
-	b = append(b, "nxdns_upstream_queued_seconds_total "...)
-	b = strconv.AppendFloat(b, queuedSeconds, 'g', -1, 64)
-	b = append(b, '\n')
-	b = appendMetadata(b, "nxdns_upstream_budget_exhausted_total", "counter")
-	b = append(b, "nxdns_upstream_budget_exhausted_total "...)
-	b = strconv.AppendUint(b, exhausted, 10)
-	b = append(b, '\n')
-	b = appendMetadata(b, "nxdns_upstream_share_refused_total", "counter")
-	b = append(b, "nxdns_upstream_share_refused_total "...)
-	b = strconv.AppendUint(b, refused, 10)
-	b = append(b, '\n')
+	b = appendUint(b, "nxdns_upstream_budget_exhausted_total", "counter", exhausted)
+	b = appendUint(b, "nxdns_upstream_share_refused_total", "counter", refused)
 	b = appendProbes(b, names, status)
 	_, _ = w.Write(b) // a failed write is the scraper's problem; it sees a short body
 }
@@ -117,6 +106,20 @@ type metadataBuffer struct{ b []byte }
 func (mb *metadataBuffer) Write(p []byte) (int, error) {
 	mb.b = append(mb.b, p...)
 	return len(p), nil
+}
+
+// appendUint appends family, a family of one series without labels, of
+// the kind given ("counter", "gauge"), with its metadata and the value v.
+func appendUint(b []byte, family, kind string, v uint64) []byte {
+	return append(strconv.AppendUint(appendSeries(b, family, kind), v, 10), '\n')
+}
+
+// appendSeries appends family's metadata and the start of its one series
+// without labels, up to its value.
+func appendSeries(b []byte, family, kind string) []byte {
+	b = appendMetadata(b, family, kind)
+	b = append(b, family...)
+	return append(b, ' ')
 }
 
 // appendMetadata appends the HELP and TYPE lines of family, exactly as the

@@ -91,7 +91,7 @@ func (h *Handler) forward(ctx context.Context, r *request, z *Zone, q *transport
 		}
 		return r.answer(q, a)
 	case transport.IsTimeout(err):
-		// The Forwarder says so with ErrResolverTimeout; a deadline
+		// The forward.Client says so with ErrResolverTimeout; a deadline
 		// noticed by any other layer (another Exchanger, the caller's
 		// context) counts the same.
 		e.ZoneOutcome = ZoneTimeout

@@ -72,32 +72,31 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusUnauthorized, "wrong password")
 		return
 	}
+	g.endSessions(r)
+	sendSessionCookie(w, r, g.sessions.create(g.now()), int(SessionMax/time.Second))
+}
+
+func (g *Guard) logout(w http.ResponseWriter, r *http.Request) {
+	g.endSessions(r)
+	sendSessionCookie(w, r, "", -1)
+}
+
+// endSessions ends the sessions r's cookies name: a login replaces them, a
+// logout ends them.
+func (g *Guard) endSessions(r *http.Request) {
 	for _, c := range r.CookiesNamed(CookieName) {
 		g.sessions.end(c.Value)
 	}
-	id := g.sessions.create(g.now())
+}
+
+// sendSessionCookie answers a login or a logout: 204 with the session
+// cookie set to id for maxAge seconds (a logout's "" and -1 remove it).
+func sendSessionCookie(w http.ResponseWriter, r *http.Request, id string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName,
 		Value:    id,
 		Path:     "/",
-		MaxAge:   int(SessionMax / time.Second),
-		HttpOnly: true,
-		Secure:   r.TLS != nil,
-		SameSite: http.SameSiteStrictMode,
-	})
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (g *Guard) logout(w http.ResponseWriter, r *http.Request) {
-	for _, c := range r.CookiesNamed(CookieName) {
-		g.sessions.end(c.Value)
-	}
-	http.SetCookie(w, &http.Cookie{
-		Name:     CookieName,
-		Value:    "",
-		Path:     "/",
-		MaxAge:   -1,
+		MaxAge:   maxAge,
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,

@@ -272,6 +272,6 @@ func newLogger(level string, w io.Writer, journal bool) (*zap.Logger, zap.Atomic
 	// No stack trace on errors: a configuration problem, a port taken or
 	// a cache that cannot be saved are the operator's to fix, and a Go
 	// stack says nothing to them. A recovered panic logs its own stack
-	// (wire.Server); zap's DPanic and above keep theirs.
+	// (server.Server); zap's DPanic and above keep theirs.
 	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel)), lvl, nil
 }

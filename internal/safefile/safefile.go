@@ -87,15 +87,26 @@ func ReadFile(path string, maxBytes int64) ([]byte, error) {
 // describe says what path, which is not a regular file, leads to, and
 // what would do instead.
 func describe(path string, m fs.FileMode) string {
-	what := kind(m)
-	if target, err := filepath.EvalSymlinks(path); err == nil && target != filepath.Clean(path) {
+	what, target := Kind(path, m)
+	if target != "" {
 		what = "it leads through symlinks to " + target + ", " + what
 	}
 	return what + "; only a regular file is read (a symlink to one, as a ConfigMap mounts, is fine)"
 }
 
-// kind names what a mode that is not a regular file's is.
-func kind(m fs.FileMode) string {
+// Kind names what path, whose mode m (os.Stat's, symlinks followed) is not
+// a regular file's, is: "a directory", "a FIFO (named pipe)", a device, a
+// socket. target is the file path leads to when it leads there through
+// symlinks, "" when it does not: the operator sees where a link went.
+func Kind(path string, m fs.FileMode) (kind, target string) {
+	if t, err := filepath.EvalSymlinks(path); err == nil && t != filepath.Clean(path) {
+		target = t
+	}
+	return modeKind(m), target
+}
+
+// modeKind names what a mode that is not a regular file's is.
+func modeKind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"

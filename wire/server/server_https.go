@@ -104,12 +104,7 @@ func (s *Server) shutdownEncrypted(ctx context.Context) {
 	}
 	// Handshakes and HTTP/2 connections wake up, see closing and end,
 	// the latter once their answers are written.
-	s.mu.Lock()
-	conns := s.tlsConnsLocked()
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.SetReadDeadline(aLongTimeAgo)
-	}
+	s.expireTLSConns(false)
 	s.dohMu.Lock()
 	s.dohStopped = true
 	s.dohMu.Unlock()
@@ -133,12 +128,7 @@ func (s *Server) abortHTTPS() {
 			h.srv.Close()
 		}
 	}
-	s.mu.Lock()
-	conns := s.tlsConnsLocked()
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.SetDeadline(aLongTimeAgo)
-	}
+	s.expireTLSConns(true)
 }
 
 // countingListener counts each connection it accepts toward the

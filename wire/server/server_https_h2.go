@@ -573,27 +573,9 @@ func (c *h2Conn) failLocked(err error) {
 // hands an HTTP/1.1 connection to net/http (h1). It ends when Shutdown
 // closes the socket.
 func (s *Server) acceptHTTPS(l *countingListener, conf *tls.Config, h1 *connListener) {
-	var backoff time.Duration
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
-			s.log.Warn("accepting https", zap.Error(err), zap.Duration("retry_in", backoff))
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.done:
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
+	acceptEach(s, "accepting https", l.Accept, func(c net.Conn) {
 		s.wg.Go(func() { s.serveHTTPSConn(tls.Server(c, conf), h1) })
-	}
+	})
 }
 
 // serveHTTPSConn makes c's handshake, bounded by the idle timeout, and
@@ -647,13 +629,23 @@ func (s *Server) trackTLS(c *tls.Conn, add bool) bool {
 	return true
 }
 
-// tlsConnsLocked returns the connections trackTLS holds.
-func (s *Server) tlsConnsLocked() []*tls.Conn {
-	out := make([]*tls.Conn, 0, len(s.tlsConns))
+// expireTLSConns puts the read deadline of the connections trackTLS holds
+// in the past, and with writes too their write deadline: what blocks on
+// them returns at once. The deadlines are set after the lock is released.
+func (s *Server) expireTLSConns(writes bool) {
+	s.mu.Lock()
+	conns := make([]*tls.Conn, 0, len(s.tlsConns))
 	for c := range s.tlsConns {
-		out = append(out, c)
+		conns = append(conns, c)
 	}
-	return out
+	s.mu.Unlock()
+	for _, c := range conns {
+		if writes {
+			c.SetDeadline(aLongTimeAgo)
+		} else {
+			c.SetReadDeadline(aLongTimeAgo)
+		}
+	}
 }
 
 // connListener is the net.Listener net/http serves the HTTP/1.1

@@ -14,14 +14,6 @@ import (
 	"github.com/nxdnsd/nxdnsd/wire/dnsmsg"
 )
 
-// Accept errors other than a closed listener are resource shortages (out of
-// file descriptors, say); the accept loop backs off between these bounds
-// instead of spinning on them.
-const (
-	minAcceptBackoff = 5 * time.Millisecond
-	maxAcceptBackoff = time.Second
-)
-
 // maxPooledWriteBuf bounds the write buffer a connection keeps between
 // answers, so that one large answer does not pin 64 KiB per idle client.
 const maxPooledWriteBuf = 4096
@@ -29,27 +21,7 @@ const maxPooledWriteBuf = 4096
 // acceptTCP is l's accept loop, for connections of proto ("tcp", or "tls"
 // for DNS over TLS). It ends when Shutdown closes l.
 func (s *Server) acceptTCP(l *net.TCPListener, proto string) {
-	var backoff time.Duration
-	for {
-		c, err := l.AcceptTCP()
-		if err != nil {
-			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
-			s.log.Warn("accepting tcp", zap.Error(err), zap.Duration("retry_in", backoff))
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.done:
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
-		s.startConn(c, proto)
-	}
+	acceptEach(s, "accepting tcp", l.AcceptTCP, func(c *net.TCPConn) { s.startConn(c, proto) })
 }
 
 // startConn registers c, a connection of proto ("tcp" or "tls"), and

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net"
 	"net/netip"
 	"syscall"
@@ -66,7 +65,7 @@ func (s *Server) readFrom(in udpIn, r *udpReader) {
 	for {
 		n, err := in.read()
 		if err != nil {
-			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
+			if s.ended(err) {
 				return
 			}
 			// Anything else is a resource shortage or a socket gone
@@ -78,13 +77,7 @@ func (s *Server) readFrom(in udpIn, r *udpReader) {
 				s.log.Debug("reading udp", zap.Error(err))
 				continue
 			}
-			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
-			s.log.Warn("reading udp", zap.Error(err), zap.Duration("retry_in", backoff))
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.done:
-				t.Stop()
+			if !s.backOff(&backoff, "reading udp", err) {
 				return
 			}
 			continue

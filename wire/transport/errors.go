@@ -3,8 +3,8 @@ package transport
 import "errors"
 
 // Sentinel errors of the transports. Each is placed in an error group by
-// actors.Classify; Sentinels lists them all so a test there can prove that
-// none was forgotten.
+// actors.Classify, whose test reads this package's source so that none can
+// be forgotten.
 var (
 	// ErrRefused: the upstream answered REFUSED.
 	ErrRefused = errors.New("upstream refused the query")
@@ -23,7 +23,9 @@ var (
 	ErrPack = errors.New("packing the query")
 
 	// ErrResolverTimeout: a forward-zone resolver did not answer within the
-	// read timeout (UDP, and TCP after truncation, together). It is peer
+	// read timeout (UDP, and TCP after truncation, together). The
+	// forward-zone client (query/forward) returns it; it is declared here
+	// beside the other sentinels, which IsTimeout and actors.Classify know. It is peer
 	// evidence about that resolver, never a budget: it deliberately does not
 	// match context.DeadlineExceeded.
 	ErrResolverTimeout = errors.New("resolver timed out")
@@ -41,12 +43,3 @@ var (
 	// never reached: a local error.
 	ErrBootstrap = errors.New("resolving the upstream's host name")
 )
-
-// Sentinels returns every sentinel error declared above.
-func Sentinels() []error {
-	return []error{
-		ErrRefused, ErrIDMismatch, ErrQuestionMismatch,
-		ErrMalformed, ErrPack, ErrResolverTimeout,
-		ErrHTTPStatus, ErrContentType, ErrBootstrap,
-	}
-}

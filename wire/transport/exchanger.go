@@ -1,8 +1,10 @@
 // Package transport is where a query goes out: the upstream transports
 // behind one interface, Exchanger (one file per address scheme: udp.go with
-// its poller, tcp.go, tls.go, https.go), the upstream addresses, the TLS
-// set-up and the forward-zone client. Its sibling wire/server is where a
-// query comes in; both speak the message bytes of wire/dnsmsg.
+// its poller, tcp.go, tls.go, https.go), the upstream addresses and the TLS
+// set-up. Its sibling wire/server is where a query comes in; both speak the
+// message bytes of wire/dnsmsg. The forward-zone client, which exchanges
+// through the UDP transport here, is query/forward, beside the query path
+// that owns the zones' policy.
 package transport
 
 import (

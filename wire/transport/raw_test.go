@@ -164,7 +164,7 @@ func TestExchangeBufferedErrors(t *testing.T) {
 // sameSentinel reports whether a and b match the same sentinel of this
 // package, or are both expiries.
 func sameSentinel(a, b error) bool {
-	for _, s := range Sentinels() {
+	for _, s := range sentinelsByName {
 		if errors.Is(a, s) != errors.Is(b, s) {
 			return false
 		}

@@ -49,7 +49,7 @@ const (
 )
 
 // Option tunes a transport made by NewTransport, NewUDP, NewTCP, NewTLS,
-// NewHTTPS or NewForwarder. Each says which transports it applies to; the
+// NewHTTPS (and query/forward.New). Each says which transports it applies to; the
 // others ignore it.
 type Option func(*options)
 

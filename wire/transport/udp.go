@@ -97,8 +97,8 @@ func (u *UDP) Exchange(ctx context.Context, q *Query, expiry time.Time) (Answer,
 }
 
 // exchangeFallingBack asks datagram, then stream when datagram's answer is
-// truncated, both within expiry: the one TCP fallback, of UDP.Exchange
-// and of the forward-zone client.
+// truncated, both within expiry: the one TCP fallback, UDP.Exchange's,
+// which the forward-zone client (query/forward) exchanges through too.
 func exchangeFallingBack(ctx context.Context, q *Query, expiry time.Time, datagram, stream Exchanger) (Answer, error) {
 	a, err := datagram.Exchange(ctx, q, expiry)
 	if err != nil || a.Msg == nil || !a.Msg.Truncated {

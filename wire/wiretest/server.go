@@ -172,15 +172,8 @@ func (s *Server) serveUDP() {
 			}
 			return
 		}
-		q := new(dns.Msg)
-		if err := q.Unpack(buf[:n]); err != nil {
-			s.udpQueries.Add(1)
-			s.report(fmt.Errorf("unpacking a UDP query: %w", err))
-			continue
-		}
-		s.count(&s.udpQueries, q)
-		if len(q.Question) != 1 {
-			s.report(fmt.Errorf("a UDP query with %d questions", len(q.Question)))
+		q := s.parse(buf[:n], "UDP", &s.udpQueries)
+		if q == nil {
 			continue
 		}
 		w := &Writer{srv: s, proto: "udp", pc: s.pc, addr: addr}
@@ -238,15 +231,8 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			return
 		}
-		q := new(dns.Msg)
-		if err := q.Unpack(raw); err != nil {
-			s.tcpQueries.Add(1)
-			s.report(fmt.Errorf("unpacking a TCP query: %w", err))
-			return
-		}
-		s.count(&s.tcpQueries, q)
-		if len(q.Question) != 1 {
-			s.report(fmt.Errorf("a TCP query with %d questions", len(q.Question)))
+		q := s.parse(raw, "TCP", &s.tcpQueries)
+		if q == nil {
 			return
 		}
 		w := &Writer{srv: s, proto: "tcp", conn: c}
@@ -272,4 +258,23 @@ func Refusing(tb testing.TB) string {
 		tb.Fatalf("wiretest: releasing port %s: %v", addr, err)
 	}
 	return addr
+}
+
+// parse unpacks raw, a query that came over proto ("UDP", "TCP"), and
+// counts it in queries (unless it is a probe or a loop check). It returns
+// nil, reported, for a query that does not parse or does not ask one
+// question.
+func (s *Server) parse(raw []byte, proto string, queries *atomic.Int64) *dns.Msg {
+	q := new(dns.Msg)
+	if err := q.Unpack(raw); err != nil {
+		queries.Add(1)
+		s.report(fmt.Errorf("unpacking a %s query: %w", proto, err))
+		return nil
+	}
+	s.count(queries, q)
+	if len(q.Question) != 1 {
+		s.report(fmt.Errorf("a %s query with %d questions", proto, len(q.Question)))
+		return nil
+	}
+	return q
 }

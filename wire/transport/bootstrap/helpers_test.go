@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdnsd/nxdnsd/query/forward"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
 	"github.com/nxdnsd/nxdnsd/wire/wiretest"
 )
@@ -50,7 +51,7 @@ func records(ttl uint32, refuse *atomic.Bool) wiretest.Handler {
 func newBootstrap(tb testing.TB, h wiretest.Handler) (*wiretest.Server, Source) {
 	tb.Helper()
 	srv := wiretest.NewServer(tb, h)
-	f := transport.NewForwarder(srv.Addr, lookupTimeout)
+	f := forward.New(srv.Addr, lookupTimeout)
 	tb.Cleanup(func() { _ = f.Close() })
 	return srv, Source{Name: srv.Addr, Exchanger: f}
 }
