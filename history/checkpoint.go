@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type checkpointer struct {
 	path string
 	quit chan struct{}
 	done chan struct{}
+	ran  atomic.Pointer[chan struct{}] // tests: told after each checkpoint
 }
 
 func (s *sqliteStore) startCheckpointer(dsn string) error {
@@ -66,6 +68,13 @@ func (c *checkpointer) run() {
 			// again on the next tick; the writer's rows are in the log.
 			_, _ = c.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 			last = now
+			if ran := c.ran.Load(); ran != nil {
+				select {
+				case *ran <- struct{}{}:
+				case <-c.quit:
+					return
+				}
+			}
 		}
 	}
 }
