@@ -19,13 +19,22 @@ const (
 	checkpointEvery = time.Second // how often the log's size is looked at
 	checkpointWAL   = 4 << 20     // a log this big is checkpointed (SQLite's own default: 1,000 pages)
 	checkpointIdle  = 30 * time.Second
+
+	// A passive checkpoint that a commit overtakes leaves the newest
+	// frames for the next one, and the log starts again from its
+	// beginning only once one has copied every frame. Under a steady
+	// flow of commits on a slow disk that may never happen: past this
+	// size the writer itself checkpoints (RESTART) after its next commit,
+	// its rows waiting in the queue meanwhile.
+	restartWAL = 4 * checkpointWAL
 )
 
 type checkpointer struct {
-	db   *sql.DB
-	path string
-	quit chan struct{}
-	done chan struct{}
+	db      *sql.DB
+	path    string
+	restart atomic.Bool // the writer is to checkpoint after its next commit
+	quit    chan struct{}
+	done    chan struct{}
 	ran  atomic.Pointer[chan struct{}] // tests: told after each checkpoint
 }
 
@@ -68,6 +77,9 @@ func (c *checkpointer) run() {
 			// again on the next tick; the writer's rows are in the log.
 			_, _ = c.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 			last = now
+			if fi.Size() >= restartWAL {
+				c.restart.Store(true)
+			}
 			if ran := c.ran.Load(); ran != nil {
 				select {
 				case *ran <- struct{}{}:
@@ -84,4 +96,14 @@ func (c *checkpointer) stop() error {
 	close(c.quit)
 	<-c.done
 	return c.db.Close()
+}
+
+// afterCommit is the writer's share: the RESTART checkpoint the
+// checkpointer asked for, on the writer's connection between two
+// batches, so that no write waits for it and fails busy.
+func (s *sqliteStore) afterCommit() {
+	if s.ck == nil || !s.ck.restart.Swap(false) {
+		return
+	}
+	_, _ = s.conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(RESTART)`)
 }

@@ -305,6 +305,7 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 		}
 		wr.smalls++
 	}
+	s.afterCommit()
 	s.measure()
 	return nil
 }
