@@ -35,7 +35,7 @@ type checkpointer struct {
 	restart atomic.Bool // the writer is to checkpoint after its next commit
 	quit    chan struct{}
 	done    chan struct{}
-	ran  atomic.Pointer[chan struct{}] // tests: told after each checkpoint
+	ran     atomic.Pointer[chan struct{}] // tests: told after each checkpoint
 }
 
 func (s *sqliteStore) startCheckpointer(dsn string) error {
