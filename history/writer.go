@@ -12,6 +12,9 @@ import (
 // dictCap bounds each dictionary cache of the writer.
 const dictCap = 1 << 14
 
+// maxKeyTries bounds the search for a free microsecond near a row's own.
+const maxKeyTries = 8
+
 // Sizes of chunks (chunk.go). Each batch is written as a small chunk of
 // its own rows; when the small chunks hold chunkRows rows, or there are
 // maxSmalls of them, they are merged into sealed chunks of chunkRows rows
@@ -52,6 +55,7 @@ type writer struct {
 	batch    []chunkRow         // reused
 	spare    []chunkRow         // the next unsealed, reused
 	added    map[int64]struct{} // the batch's keys, reused
+	newest   int64              // the newest key given a row
 
 	// State of maintain.
 	trimming  bool     // past the high water mark, until under the low one
@@ -76,6 +80,7 @@ func newWriter(s *sqliteStore) (*writer, error) {
 		keys:    make(map[int64]struct{}),
 		added:   make(map[int64]struct{}),
 		sealed:  -1 << 62,
+		newest:  -1 << 62,
 	}
 	stmts := []struct {
 		p   **sql.Stmt
@@ -128,6 +133,7 @@ func (wr *writer) load() error {
 	if last.Valid {
 		wr.sealed = last.Int64
 	}
+	wr.newest = wr.sealed
 	rows, err := wr.s.conn.QueryContext(ctx, `SELECT first, names, cols FROM chunks WHERE sealed = 0`)
 	if err != nil {
 		return err
@@ -150,6 +156,7 @@ func (wr *writer) load() error {
 		for _, r := range got {
 			wr.unsealed = append(wr.unsealed, r)
 			wr.keys[r.key] = struct{}{}
+			wr.newest = max(wr.newest, r.key)
 		}
 		wr.smalls++
 	}
@@ -222,6 +229,7 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	// wr.keys only on commit, so a batch's own are checked in added.
 	added := wr.added
 	clear(added)
+	newest := wr.newest // the newest key taken
 	for i := range rows {
 		r := &rows[i]
 		v := chunkRow{upstream: -1, list: -1}
@@ -249,7 +257,7 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 		v.qtype = int64(r.QType)
 		v.dur = int64(r.Duration / durUnit)
 		k := max(s.key(r.Time), wr.sealed+1)
-		for {
+		for try := 0; ; try++ {
 			_, taken := wr.keys[k]
 			if !taken {
 				_, taken = added[k]
@@ -257,9 +265,16 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 			if !taken {
 				break
 			}
+			if try == maxKeyTries {
+				// A run of taken microseconds (a clock stepped back
+				// onto rows already written): after the newest, at
+				// once, rather than one by one through the run.
+				k = newest
+			}
 			k++
 		}
 		added[k] = struct{}{}
+		newest = max(newest, k)
 		v.key = k
 		batch = append(batch, v)
 		wr.count(&v, src, r.Rcode)
@@ -288,6 +303,7 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	if err := tx.commit(); err != nil {
 		return err
 	}
+	wr.newest = newest
 	if seal {
 		wr.sealed = merged[len(merged)-1].key
 		clear(merged)
