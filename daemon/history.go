@@ -19,8 +19,10 @@ import (
 // its opens and reloads. The query path reads the current history with
 // one atomic load and hands it a row; the database is opened on a
 // goroutine of its own, since a file closed uncleanly is checked page by
-// page first (seconds on a big file) and DNS is served meanwhile. Rows of
-// the queries answered while it opens are dropped and counted.
+// page first (seconds on a big file) and DNS is served meanwhile. The rows
+// of the queries answered while it opens wait for it (maxPending of them
+// at most, the rest dropped and counted), and go to it first once it is
+// open.
 //
 // It is also the metrics' HistoryStats: the counters of the histories a
 // reload closed are kept, so that nxdns_history_rows_total and
@@ -29,8 +31,13 @@ type historian struct {
 	log *zap.Logger
 
 	cur     atomic.Pointer[historyState] // or nil: history off, unavailable, or still opening
-	opening atomic.Bool                  // an apply is closing the old and opening the new: the rows meanwhile are dropped and counted
-	early   atomic.Uint64                // rows dropped while opening
+	opening atomic.Bool                  // an apply is closing the old and opening the new: the rows meanwhile wait in pending
+	early   atomic.Uint64                // rows dropped while opening: pending was full, or the open failed
+
+	openHistory func(config.History, *zap.Logger) (*history.History, error) // history.Open; tests slow it
+
+	pmu     sync.Mutex    // guards pending, and the change from opening to open
+	pending []history.Row // the rows of the queries answered while opening
 
 	// off serves the API while no history is open: 503. Register puts
 	// the patterns on the admin mux once; each request goes to the open
@@ -53,7 +60,7 @@ type historyState struct {
 }
 
 func newHistorian(log *zap.Logger) *historian {
-	hs := &historian{log: log, off: http.NewServeMux(), ready: make(chan struct{})}
+	hs := &historian{log: log, off: http.NewServeMux(), ready: make(chan struct{}), openHistory: history.Open}
 	(*history.History)(nil).Register(hs.off)
 	close(hs.ready)
 	return hs
@@ -67,7 +74,7 @@ func (hs *historian) active() bool {
 
 // record hands the row of e to the current history. It runs on the
 // query's goroutine: an atomic load and a send that never waits, no
-// allocation.
+// allocation; while a history opens, a lock and an append (hold).
 func (hs *historian) record(e *query.Entry) {
 	if hs == nil {
 		return
@@ -75,11 +82,62 @@ func (hs *historian) record(e *query.Entry) {
 	st := hs.cur.Load()
 	if st == nil {
 		if hs.opening.Load() {
-			hs.early.Add(1)
+			hs.hold(e)
 		}
 		return
 	}
-	st.h.Record(history.Row{
+	st.h.Record(rowOf(e))
+}
+
+// maxPending bounds the rows that wait while a history opens: as many as
+// its queue holds.
+const maxPending = history.QueueSize
+
+// hold keeps the row of e for the history being opened, or hands it to
+// the one opened meanwhile. It runs only while a history opens.
+func (hs *historian) hold(e *query.Entry) {
+	hs.pmu.Lock()
+	defer hs.pmu.Unlock()
+	if st := hs.cur.Load(); st != nil {
+		st.h.Record(rowOf(e))
+		return
+	}
+	if !hs.opening.Load() {
+		return // no history: no row
+	}
+	if len(hs.pending) >= maxPending {
+		hs.early.Add(1)
+		return
+	}
+	hs.pending = append(hs.pending, rowOf(e))
+}
+
+// publish puts st on the query path, after the rows that waited for it.
+func (hs *historian) publish(st *historyState) {
+	hs.pmu.Lock()
+	defer hs.pmu.Unlock()
+	for _, r := range hs.pending {
+		st.h.Record(r) // a full queue drops and counts, as for any row
+	}
+	hs.pending = nil
+	hs.cur.Store(st)
+	hs.opening.Store(false)
+}
+
+// dropPending ends an opening that will not give a history (it failed,
+// or the history is turned off): the rows that waited are counted as
+// dropped.
+func (hs *historian) dropPending() {
+	hs.pmu.Lock()
+	defer hs.pmu.Unlock()
+	hs.opening.Store(false)
+	hs.early.Add(uint64(len(hs.pending)))
+	hs.pending = nil
+}
+
+// rowOf is the history's row of e.
+func rowOf(e *query.Entry) history.Row {
+	return history.Row{
 		Time:       e.Time,
 		Client:     e.Client.Addr(),
 		ClientName: e.ClientName,
@@ -91,7 +149,7 @@ func (hs *historian) record(e *query.Entry) {
 		Upstream:   e.Upstream,
 		Duration:   e.Duration,
 		List:       e.List,
-	})
+	}
 }
 
 // current returns the open history, or nil.
@@ -135,8 +193,13 @@ func (hs *historian) apply(cfg config.History) {
 	}
 	hs.cfg = cfg
 	hs.gen++
-	old := hs.detachLocked()
+	// Opening before the old one goes: a row in between goes to one or
+	// the other.
 	hs.opening.Store(cfg.Enabled)
+	old := hs.detachLocked()
+	if !cfg.Enabled {
+		hs.dropPending()
+	}
 	gen, prev, ready := hs.gen, hs.ready, make(chan struct{})
 	hs.ready = ready
 	hs.wg.Go(func() {
@@ -148,7 +211,7 @@ func (hs *historian) apply(cfg config.History) {
 		if !cfg.Enabled || hs.stale(gen) {
 			return // a later apply decides
 		}
-		h, err := history.Open(cfg, hs.log)
+		h, err := hs.openHistory(cfg, hs.log)
 		hs.mu.Lock()
 		if gen != hs.gen {
 			// A reload or Shutdown came while it opened.
@@ -163,7 +226,7 @@ func (hs *historian) apply(cfg config.History) {
 		}
 		defer hs.mu.Unlock()
 		if err != nil {
-			hs.opening.Store(false)
+			hs.dropPending()
 			// ErrUnavailable: the file was left as it is (a damaged one
 			// was renamed aside inside Open, and logged there).
 			hs.log.Error("the query history is off until the next reload; DNS is served",
@@ -172,8 +235,7 @@ func (hs *historian) apply(cfg config.History) {
 		}
 		mux := http.NewServeMux()
 		h.Register(mux)
-		hs.cur.Store(&historyState{h: h, mux: mux})
-		hs.opening.Store(false) // after: a row in between is recorded or counted, never neither
+		hs.publish(&historyState{h: h, mux: mux})
 		hs.log.Info("query history open", historyWhere(cfg))
 	})
 }
@@ -204,7 +266,6 @@ func historyPath(p string) string {
 // detachLocked takes the open history, if any, off the query path and
 // returns it, counted among those closing until finishClose.
 func (hs *historian) detachLocked() *history.History {
-	hs.opening.Store(false)
 	st := hs.cur.Swap(nil)
 	if st == nil {
 		return nil
@@ -243,6 +304,7 @@ func (hs *historian) close() {
 	hs.mu.Lock()
 	hs.gen++
 	hs.cfg = config.History{}
+	hs.dropPending()
 	old := hs.detachLocked()
 	prev := hs.ready
 	hs.mu.Unlock()
