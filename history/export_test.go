@@ -21,3 +21,14 @@ func OpenSmallChunks(path string, rows int) (*History, error) {
 	cfg.Path = path
 	return start(s, cfg, zap.NewNop(), time.Now), nil
 }
+
+// OpenWithoutBudget opens the SQLite history cfg describes with a writer
+// that spends as much time as it needs (no writerShare): for the
+// benchmarks of its own speed and for generating big files.
+func OpenWithoutBudget(cfg config.History) (*History, error) {
+	s, err := openSQLite(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	return startWith(s, cfg, zap.NewNop(), time.Now, options{noBudget: true}), nil
+}

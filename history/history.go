@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,17 @@ const (
 	// so at a steady 20,000 queries a second batches of a few rows cost
 	// more than the rows. Rows reach the readers this much later at most.
 	batchDelay = 100 * time.Millisecond
+
+	// writerShare is the most of one core's CPU time the writer spends
+	// writing batches (its thread's, on Linux), measured over the last writerBurst/writerShare
+	// (five seconds): when the rows come faster than that buys, the
+	// writer pauses, the queue fills, and rows are dropped and counted
+	// rather than taken from the queries' CPU. At about 0.6 µs a row
+	// (BenchmarkWriter) it buys some 80,000 rows a second; a Sync or
+	// Close writes everything queued whatever the budget.
+	writerShare = 0.05
+	writerBurst = 250 * time.Millisecond
+	maxPause    = time.Second
 
 	// maintainEvery is how often retention runs: the spec's "at least
 	// hourly", much more often, so each run has little to delete. The
@@ -65,6 +77,10 @@ type History struct {
 	// Backoff of a batch that waits for an unreachable database.
 	retryMin, retryMax time.Duration
 
+	share  float64              // writerShare; 0: no budget (benchmarks of the writer's own speed)
+	busy   func() time.Duration // the writer's clock for its budget: its thread's CPU time
+	budget budget               // owned by the writer goroutine
+
 	// Owned by the writer goroutine.
 	failed     int             // rows whose write failed since the last log line
 	failLogged time.Time       // when a failure was last logged
@@ -85,6 +101,8 @@ const (
 type options struct {
 	queue              int // QueueSize when 0
 	retryMin, retryMax time.Duration
+	noBudget           bool                 // the writer as fast as it can
+	busy               func() time.Duration // threadCPU when nil
 	maintained         chan bool
 	down               chan int // told a batch's size when the database turns out unreachable for it
 }
@@ -177,7 +195,16 @@ func startWith(st store, cfg config.History, logger *zap.Logger, now func() time
 		retryMin:   o.retryMin,
 		retryMax:   o.retryMax,
 		wait:       o.retryMin,
+		share:      writerShare,
 	}
+	if o.noBudget {
+		h.share = 0
+	}
+	h.busy = o.busy
+	if h.busy == nil {
+		h.busy = threadCPU
+	}
+	h.budget.at = time.Now()
 	go h.run()
 	return h
 }
@@ -237,6 +264,9 @@ func (h *History) Bytes() int64 { return h.st.size() }
 // chunk at a time; between chunks, rows waiting come first.
 func (h *History) run() {
 	defer close(h.done)
+	// One thread, so that its CPU time is the writer's (the budget).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	batch := make([]Row, 0, maxBatch)
 	tick := time.NewTicker(maintainEvery)
 	defer tick.Stop()
@@ -296,7 +326,11 @@ func (h *History) run() {
 // (h.pending), and whether maintenance is due.
 func (h *History) take(batch []Row, r Row) ([]Row, bool) {
 	batch, ack := h.gather(append(batch[:0], r))
+	start := h.busy()
 	maintain := h.write(batch)
+	if ack == nil && !h.pending && h.share > 0 {
+		ack = h.pause(h.budget.spend(h.busy()-start, time.Now(), h.share))
+	}
 	switch {
 	case ack == nil:
 	case h.pending: // the database is down: the ack waits for the batch's retry
@@ -305,6 +339,49 @@ func (h *History) take(batch []Row, r Row) ([]Row, bool) {
 		batch = h.synced(batch, ack)
 	}
 	return batch, maintain
+}
+
+// wallClock is a monotonic clock as a duration.
+func wallClock() time.Duration { return time.Since(clockStart) }
+
+var clockStart = time.Now()
+
+// budget is the writer's time: a bucket that fills at share of the
+// clock, up to writerBurst, and that each batch's write empties by its
+// length.
+type budget struct {
+	left time.Duration
+	at   time.Time
+}
+
+// spend takes d from the budget at now and returns how long the writer
+// is to pause for the budget to be back at zero.
+func (b *budget) spend(d time.Duration, now time.Time, share float64) time.Duration {
+	b.left = min(writerBurst, b.left+time.Duration(float64(now.Sub(b.at))*share))
+	b.at = now
+	b.left -= d
+	if b.left >= 0 {
+		return 0
+	}
+	return min(maxPause, time.Duration(float64(-b.left)/share))
+}
+
+// pause waits d (the writer's budget is spent: rows wait in the queue,
+// and past it are dropped and counted), or less when the History is
+// closed or a Sync comes, whose ack it returns.
+func (h *History) pause(d time.Duration) chan struct{} {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.stop:
+	case ack := <-h.syncReq:
+		return ack
+	}
+	return nil
 }
 
 // flush writes everything queued, using batch's memory. When the

@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"testing"
@@ -363,4 +364,65 @@ func TestWriterGathersABatch(t *testing.T) {
 			t.Errorf("rows %d, want 51", r)
 		}
 	})
+}
+
+// slowStore takes perRow of (fake) time a row to write, and adds it up.
+type slowStore struct {
+	blockedStore
+	perRow time.Duration
+	busy   time.Duration
+	n      int
+}
+
+func (s *slowStore) write(rows []Row) error {
+	d := time.Duration(len(rows)) * s.perRow
+	time.Sleep(d) // the write's length, in the bubble's clock
+	s.busy += d
+	s.n += len(rows)
+	return nil
+}
+
+// The writer spends at most writerShare of one core writing, over a
+// burst: rows that come faster are dropped and counted, and no Record
+// waits. Without the budget the same rows are all written. Mutation
+// check: take without its pause writes every row and fails the bound.
+func TestWriterKeepsToItsBudget(t *testing.T) {
+	for _, budget := range []bool{true, false} {
+		t.Run(fmt.Sprintf("budget=%v", budget), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &slowStore{perRow: 20 * time.Microsecond} // 50,000 rows/s at most
+				h := startWith(st, config.Default().History, zap.NewNop(), time.Now, options{queue: 4096, noBudget: !budget, busy: wallClock})
+				const perMs, ms = 20, 4000 // 20,000 rows/s for 4 s: 40 % of a core's worth
+				begin := time.Now()
+				for range ms {
+					for range perMs {
+						h.Record(Row{QName: "x."})
+					}
+					time.Sleep(time.Millisecond)
+				}
+				elapsed := time.Since(begin)
+				h.Sync()
+				if err := h.Close(); err != nil {
+					t.Fatal(err)
+				}
+				total := uint64(perMs * ms)
+				if h.Rows()+h.Dropped() != total || h.Rows() != uint64(st.n) {
+					t.Fatalf("rows %d + dropped %d, want %d; the store has %d", h.Rows(), h.Dropped(), total, st.n)
+				}
+				if !budget {
+					if h.Dropped() != 0 {
+						t.Errorf("%d rows dropped without a budget", h.Dropped())
+					}
+					return
+				}
+				// The busy time while rows flowed: the final Sync and
+				// Close write what was queued (at most the queue) too.
+				bound := time.Duration(float64(elapsed)*writerShare) + writerBurst + 4096*st.perRow + maxBatch*st.perRow
+				t.Logf("busy %v of %v (bound %v), %d rows written, %d dropped", st.busy, elapsed, bound, h.Rows(), h.Dropped())
+				if st.busy > bound || h.Dropped() == 0 {
+					t.Errorf("the writer was busy %v of %v (bound %v), %d rows dropped", st.busy, elapsed, bound, h.Dropped())
+				}
+			})
+		})
+	}
 }
