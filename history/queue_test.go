@@ -426,3 +426,21 @@ func TestWriterKeepsToItsBudget(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkRecordFull: both cores recording into a full queue (the writer
+// paused by its budget, or stalled): what a dropped row costs a query.
+func BenchmarkRecordFull(b *testing.B) {
+	h, stop := stalled(b)
+	defer stop()
+	row := Row{Time: time.Now(), Proto: "udp", QName: "example.com.", QType: 1, Source: "cache"}
+	for len(h.queue) < cap(h.queue) {
+		h.Record(row)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h.Record(row)
+		}
+	})
+	b.ReportMetric(float64(h.Dropped())/float64(b.N), "dropped/op")
+}
