@@ -79,6 +79,9 @@ func TestStart(t *testing.T) {
 			if !running(pid) {
 				t.Errorf("PID %d runs no process", pid)
 			}
+			if _, err := s.CPU(); err != nil {
+				t.Errorf("CPU: %v", err)
+			}
 		}()
 		if _, err := os.Stat(s.dir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("after Close, %s: %v", s.dir, err)
