@@ -1,7 +1,9 @@
 package history
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -87,6 +89,8 @@ type pgStore struct {
 	migrated bool       // the schema is known to be current
 
 	bytes atomic.Int64 // the table's size, as of the last maintain
+
+	buf []byte // a batch's COPY data, reused; owned by the writer goroutine (write)
 }
 
 var _ store = (*pgStore)(nil)
@@ -199,40 +203,132 @@ func classifyPG(err error) error {
 	return fmt.Errorf("%w (%w): %w", errRetry, ErrUnavailable, err)
 }
 
-// pgColumns are the columns COPY writes, in the order of pgRow.
-var pgColumns = []string{"ts", "instance", "client", "client_name", "proto", "qname", "qtype", "rcode", "source", "upstream", "duration_us", "list"}
+// pgCopy is the statement of a batch: COPY of the columns appendRow
+// writes, in its order, in PostgreSQL's binary format.
+const pgCopy = `COPY nxdns_history (ts, instance, client, client_name, proto, qname, qtype, rcode, source, upstream, duration_us, list) FROM STDIN (FORMAT binary)`
 
+// pgColumnCount is how many fields appendRow writes.
+const pgColumnCount = 12
+
+// pgCopyHeader begins a binary COPY: the signature, no flags, no header
+// extension.
+const pgCopyHeader = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
+
+// pgEpoch is PostgreSQL's timestamp epoch, 2000-01-01 UTC, in
+// microseconds since the Unix epoch.
+const pgEpoch = 946_684_800_000_000
+
+// write sends the batch as one binary COPY, encoded here into the
+// store's buffer: pgx's own CopyFrom takes a []any a row, a boxed value a
+// field, and plans each value's encoding, which cost the writer more
+// than the row's bytes.
 func (s *pgStore) write(rows []Row) error {
 	ctx, cancel := context.WithTimeout(context.Background(), pgWriteTimeout)
 	defer cancel()
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
+	b := append(s.buf[:0], pgCopyHeader...)
+	for i := range rows {
+		b = s.appendRow(b, &rows[i])
+	}
+	b = binary.BigEndian.AppendUint16(b, 0xffff) // the trailer: -1 fields
+	s.buf = b
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return classifyPG(err)
+	}
+	defer conn.Release()
 	// One COPY is one statement: the batch is stored whole or not at all.
-	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{pgTable}, pgColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-		return s.pgRow(&rows[i]), nil
-	}))
+	_, err = conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(b), pgCopy)
+	if err != nil {
+		// CopyFrom may return while its goroutine still reads b (when
+		// the connection failed): the next batch takes new memory.
+		s.buf = nil
+	}
 	return classifyPG(err)
 }
 
-// pgRow is r as stored: what SQLite would give back (the name in lower
-// case, a source or proto this version does not know as none, the
-// duration in 10 µs), its strings valid UTF-8 without NUL (PostgreSQL's
-// text refuses the rest).
-func (s *pgStore) pgRow(r *Row) []any {
-	var addr string
+// appendRow appends r as stored, one binary COPY tuple: what SQLite
+// would give back (the name in lower case, a source or proto this
+// version does not know as none, the duration in 10 µs), its strings
+// valid UTF-8 without NUL (PostgreSQL's text refuses the rest). It
+// allocates only for a name that is not ASCII or a string that is not
+// valid.
+func (s *pgStore) appendRow(b []byte, r *Row) []byte {
+	b = binary.BigEndian.AppendUint16(b, pgColumnCount)
+	t := r.Time
+	b = appendInt8(b, t.Unix()*1_000_000+int64(t.Nanosecond()/1000)-pgEpoch)
+	b = appendText(b, s.instance)
+	// The address, its length patched in once it is written.
+	at := len(b)
+	b = append(b, 0, 0, 0, 0)
 	if r.Client.IsValid() {
-		addr = r.Client.Unmap().String()
+		b = r.Client.Unmap().AppendTo(b)
 	}
-	name := ""
-	if r.QName != "" || r.QType != 0 {
-		name = strings.ToLower(r.QName)
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	b = appendText(b, r.ClientName)
+	b = appendText(b, protos[protoCode(r.Proto)])
+	switch {
+	case r.QName == "" && r.QType == 0:
+		b = appendText(b, "")
+	case isASCII(r.QName):
+		b = appendLowerASCII(b, r.QName)
+	default:
+		b = appendText(b, strings.ToLower(r.QName))
 	}
-	return []any{
-		r.Time, s.instance, addr, text(r.ClientName), protos[protoCode(r.Proto)], text(name),
-		int32(r.QType), int32(r.Rcode), sources[sourceCode(r.Source)], text(r.Upstream),
-		int64(r.Duration/durUnit) * (durUnit / 1000), text(r.List),
+	b = appendInt4(b, int32(r.QType))
+	b = appendInt4(b, int32(r.Rcode))
+	b = appendText(b, sources[sourceCode(r.Source)])
+	b = appendText(b, r.Upstream)
+	b = appendInt8(b, int64(r.Duration/durUnit)*(durUnit/1000))
+	return appendText(b, r.List)
+}
+
+func appendInt4(b []byte, v int32) []byte {
+	b = binary.BigEndian.AppendUint32(b, 4)
+	return binary.BigEndian.AppendUint32(b, uint32(v))
+}
+
+func appendInt8(b []byte, v int64) []byte {
+	b = binary.BigEndian.AppendUint32(b, 8)
+	return binary.BigEndian.AppendUint64(b, uint64(v))
+}
+
+// appendText appends a text field: s as text gives it.
+func appendText(b []byte, s string) []byte {
+	s = text(s)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// appendLowerASCII appends a text field of the ASCII string s in lower
+// case, its NUL bytes dropped: text(strings.ToLower(s)) without the
+// copies.
+func appendLowerASCII(b []byte, s string) []byte {
+	at := len(b)
+	b = append(b, 0, 0, 0, 0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == 0:
+			continue
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
 	}
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // text is s as PostgreSQL's text takes it: invalid UTF-8 replaced, NUL

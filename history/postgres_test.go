@@ -257,3 +257,77 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 		t.Errorf("the password is in the answer: %s", body)
 	}
 }
+
+// The binary COPY stores each field as the API reads it: the name in
+// lower case (ASCII or not), NUL dropped and invalid UTF-8 replaced in
+// every string, a mapped address unmapped, a zone kept, no address as
+// "", an unknown source or proto as "", the duration in 10 µs, times
+// before PostgreSQL's epoch (2000) and after it to the microsecond; a
+// second batch in the same memory stores its own rows.
+func TestPostgresRowsAsStored(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	st := pgOpen(t, pg.URL(), "edge-1")
+	defer st.close()
+	at := time.Date(2026, 12, 1, 19, 30, 15, 123456789, time.UTC)
+	rows := []Row{
+		{Time: at, Client: netip.MustParseAddr("::ffff:192.0.2.7"), ClientName: "Laptop\x00", Proto: "udp", QName: "WWW.Example.COM.",
+			QType: 28, Rcode: 3, Source: "pool", Upstream: "quad9", Duration: 1_234_567, List: ""},
+		{Time: time.Date(1999, 12, 31, 23, 59, 59, 999_999_000, time.UTC), Client: netip.MustParseAddr("fe80::1%eth0"), Proto: "quic",
+			QName: "ÄRGER.example.", QType: 1, Source: "weird", Duration: 9_999},
+		{Time: at.Add(time.Second), ClientName: "\xffbad", Proto: "https", QName: "A\x00B.", Source: "blocked", List: "ads\x00", Rcode: 0x1f3},
+		{Time: at.Add(2 * time.Second), Proto: "tcp", Source: "local"}, // no question
+	}
+	type stored struct {
+		ts                                                           time.Time
+		instance, client, clientName, proto, qname, source, up, list string
+		qtype, rcode                                                 int32
+		us                                                           int64
+	}
+	want := []stored{
+		{at.Truncate(time.Microsecond), "edge-1", "192.0.2.7", "Laptop", "udp", "www.example.com.", "pool", "quad9", "", 28, 3, 1230},
+		{time.Date(1999, 12, 31, 23, 59, 59, 999_999_000, time.UTC), "edge-1", "fe80::1%eth0", "", "", "ärger.example.", "", "", "", 1, 0, 0},
+		{at.Add(time.Second).Truncate(time.Microsecond), "edge-1", "", "\uFFFDbad", "https", "ab.", "blocked", "", "ads", 0, 0x1f3, 0},
+		{at.Add(2 * time.Second).Truncate(time.Microsecond), "edge-1", "", "", "tcp", "", "local", "", "", 0, 0, 0},
+	}
+	read := func() []stored {
+		t.Helper()
+		rs, err := st.pool.Query(context.Background(), `SELECT ts, instance, client, client_name, proto, qname, source, upstream, list, qtype, rcode, duration_us
+			FROM nxdns_history ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var got []stored
+		for rs.Next() {
+			var s stored
+			if err := rs.Scan(&s.ts, &s.instance, &s.client, &s.clientName, &s.proto, &s.qname, &s.source, &s.up, &s.list, &s.qtype, &s.rcode, &s.us); err != nil {
+				t.Fatal(err)
+			}
+			s.ts = s.ts.UTC()
+			got = append(got, s)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := st.write(rows); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if len(got) != len(want) {
+		t.Fatalf("%d rows stored, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("row %d stored as\n%+v\nwant\n%+v", i, got[i], want[i])
+		}
+	}
+	if err := st.write(rows[3:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); len(got) != 5 || got[4] != want[3] {
+		t.Errorf("the second batch stored %+v", got[len(got)-1])
+	}
+}
