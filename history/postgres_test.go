@@ -331,3 +331,23 @@ func TestPostgresRowsAsStored(t *testing.T) {
 		t.Errorf("the second batch stored %+v", got[len(got)-1])
 	}
 }
+
+// The store's sessions commit without waiting for the WAL flush unless
+// the connection string says how they should.
+func TestPostgresSynchronousCommit(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	for _, tc := range []struct{ suffix, want string }{
+		{"", "off"},
+		{"&synchronous_commit=on", "on"},
+		{"&options=-c%20synchronous_commit%3Dlocal", "local"},
+	} {
+		st := pgOpen(t, pg.URL()+tc.suffix, "a")
+		var got string
+		err := st.pool.QueryRow(context.Background(), `SHOW synchronous_commit`).Scan(&got)
+		st.close()
+		if err != nil || got != tc.want {
+			t.Errorf("connection string ending %q: synchronous_commit %q, %v, want %q", tc.suffix, got, err, tc.want)
+		}
+	}
+}
