@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -156,6 +157,9 @@ func TestPostgresMigratesAnOlderSchema(t *testing.T) {
 	var idx int
 	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_instance_ts'`).Scan(&idx); err != nil || idx != 1 {
 		t.Errorf("index of migration 2: %d, %v", idx, err)
+	}
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_pkey'`).Scan(&idx); err != nil || idx != 0 {
+		t.Errorf("the primary key's index after migration 3: %d, %v", idx, err)
 	}
 	p, err := st.rows(ctx, filter{Instance: "old", Rcode: -1, Limit: 10})
 	if err != nil || len(p.Rows) != 1 || p.Rows[0].QName != "example.com." || p.Rows[0].Instance != "old" {
@@ -349,5 +353,64 @@ func TestPostgresSynchronousCommit(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("connection string ending %q: synchronous_commit %q, %v, want %q", tc.suffix, got, err, tc.want)
 		}
+	}
+}
+
+// Pages walked with cursors give every row once, newest first, when many
+// rows share a microsecond or a millisecond (a cursor names a row by its
+// millisecond and the low bits of its id), across the replicas' rows.
+func TestPostgresCursorTies(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	a, b := pgOpen(t, pg.URL(), "a"), pgOpen(t, pg.URL(), "b")
+	defer a.close()
+	defer b.close()
+	at := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	var rows []Row
+	for i := range 30 {
+		r := someRow(0)
+		// Ten rows in one microsecond, ten more in the same millisecond,
+		// ten in the millisecond before.
+		r.Time = at.Add(time.Duration(i/10) * time.Microsecond)
+		if i >= 20 {
+			r.Time = at.Add(-time.Millisecond + time.Duration(i)*time.Microsecond)
+		}
+		r.QName = fmt.Sprintf("n%d.", i)
+		rows = append(rows, r)
+	}
+	if err := a.write(rows[:15]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.write(rows[15:]); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var last entry
+	f := filter{Rcode: -1, Limit: 4}
+	for pages := 0; ; pages++ {
+		if pages > 30 {
+			t.Fatal("the pages do not end")
+		}
+		p, err := a.rows(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.Rows {
+			if seen[e.QName] {
+				t.Errorf("%s on two pages", e.QName)
+			}
+			seen[e.QName] = true
+			if last.QName != "" && e.Time.After(last.Time) {
+				t.Errorf("%s (%v) after %s (%v): not newest first", e.QName, e.Time, last.QName, last.Time)
+			}
+			last = e
+		}
+		if p.Next == 0 {
+			break
+		}
+		f.Cursor = p.Next
+	}
+	if len(seen) != len(rows) {
+		t.Errorf("%d rows on the pages, want %d", len(seen), len(rows))
 	}
 }
