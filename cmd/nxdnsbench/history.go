@@ -228,7 +228,8 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 	if pg {
 		fmt.Fprintf(b, "\nThe rows with the history off are the throughput and hits tables' own nxdnsd rows (`[history] enabled = false`); "+
 			"the rows with it on are a fresh nxdnsd with the same settings and `[history] postgres` a new database of its own "+
-			"on a throwaway PostgreSQL %s server on loopback (this machine; initdb's defaults, fsync and synchronous_commit on), `instance` the row's name. "+
+			"on a throwaway PostgreSQL %s server on loopback (this machine; initdb's defaults, fsync on; nxdnsd's sessions commit with synchronous_commit off, "+
+			"its default when the connection string does not set it), `instance` the row's name. "+
 			"Their CPU per query is nxdnsd's plus the PostgreSQL server's processes' over the run (user and system time of the postmaster and its children, "+
 			"those that ended included: /proc/PID/stat utime, stime, cutime and cstime). "+
 			"Rows written and dropped are nxdns_history_rows_total and nxdns_history_dropped_total scraped right after dnsperf ended "+
