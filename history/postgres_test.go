@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -157,6 +158,9 @@ func TestPostgresMigratesAnOlderSchema(t *testing.T) {
 	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_instance_ts'`).Scan(&idx); err != nil || idx != 1 {
 		t.Errorf("index of migration 2: %d, %v", idx, err)
 	}
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_pkey'`).Scan(&idx); err != nil || idx != 0 {
+		t.Errorf("the primary key's index after migration 3: %d, %v", idx, err)
+	}
 	p, err := st.rows(ctx, filter{Instance: "old", Rcode: -1, Limit: 10})
 	if err != nil || len(p.Rows) != 1 || p.Rows[0].QName != "example.com." || p.Rows[0].Instance != "old" {
 		t.Errorf("the old row after migrating: %+v, %v", p.Rows, err)
@@ -255,5 +259,158 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 	}
 	if strings.Contains(string(body), "s3cret") {
 		t.Errorf("the password is in the answer: %s", body)
+	}
+}
+
+// The binary COPY stores each field as the API reads it: the name in
+// lower case (ASCII or not), NUL dropped and invalid UTF-8 replaced in
+// every string, a mapped address unmapped, a zone kept, no address as
+// "", an unknown source or proto as "", the duration in 10 µs, times
+// before PostgreSQL's epoch (2000) and after it to the microsecond; a
+// second batch in the same memory stores its own rows.
+func TestPostgresRowsAsStored(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	st := pgOpen(t, pg.URL(), "edge-1")
+	defer st.close()
+	at := time.Date(2026, 12, 1, 19, 30, 15, 123456789, time.UTC)
+	rows := []Row{
+		{Time: at, Client: netip.MustParseAddr("::ffff:192.0.2.7"), ClientName: "Laptop\x00", Proto: "udp", QName: "WWW.Example.COM.",
+			QType: 28, Rcode: 3, Source: "pool", Upstream: "quad9", Duration: 1_234_567, List: ""},
+		{Time: time.Date(1999, 12, 31, 23, 59, 59, 999_999_000, time.UTC), Client: netip.MustParseAddr("fe80::1%eth0"), Proto: "quic",
+			QName: "ÄRGER.example.", QType: 1, Source: "weird", Duration: 9_999},
+		{Time: at.Add(time.Second), ClientName: "\xffbad", Proto: "https", QName: "A\x00B.", Source: "blocked", List: "ads\x00", Rcode: 0x1f3},
+		{Time: at.Add(2 * time.Second), Proto: "tcp", Source: "local"}, // no question
+	}
+	type stored struct {
+		ts                                                           time.Time
+		instance, client, clientName, proto, qname, source, up, list string
+		qtype, rcode                                                 int32
+		us                                                           int64
+	}
+	want := []stored{
+		{at.Truncate(time.Microsecond), "edge-1", "192.0.2.7", "Laptop", "udp", "www.example.com.", "pool", "quad9", "", 28, 3, 1230},
+		{time.Date(1999, 12, 31, 23, 59, 59, 999_999_000, time.UTC), "edge-1", "fe80::1%eth0", "", "", "ärger.example.", "", "", "", 1, 0, 0},
+		{at.Add(time.Second).Truncate(time.Microsecond), "edge-1", "", "\uFFFDbad", "https", "ab.", "blocked", "", "ads", 0, 0x1f3, 0},
+		{at.Add(2 * time.Second).Truncate(time.Microsecond), "edge-1", "", "", "tcp", "", "local", "", "", 0, 0, 0},
+	}
+	read := func() []stored {
+		t.Helper()
+		rs, err := st.pool.Query(context.Background(), `SELECT ts, instance, client, client_name, proto, qname, source, upstream, list, qtype, rcode, duration_us
+			FROM nxdns_history ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var got []stored
+		for rs.Next() {
+			var s stored
+			if err := rs.Scan(&s.ts, &s.instance, &s.client, &s.clientName, &s.proto, &s.qname, &s.source, &s.up, &s.list, &s.qtype, &s.rcode, &s.us); err != nil {
+				t.Fatal(err)
+			}
+			s.ts = s.ts.UTC()
+			got = append(got, s)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := st.write(rows); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if len(got) != len(want) {
+		t.Fatalf("%d rows stored, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("row %d stored as\n%+v\nwant\n%+v", i, got[i], want[i])
+		}
+	}
+	if err := st.write(rows[3:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); len(got) != 5 || got[4] != want[3] {
+		t.Errorf("the second batch stored %+v", got[len(got)-1])
+	}
+}
+
+// The store's sessions commit without waiting for the WAL flush unless
+// the connection string says how they should.
+func TestPostgresSynchronousCommit(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	for _, tc := range []struct{ suffix, want string }{
+		{"", "off"},
+		{"&synchronous_commit=on", "on"},
+		{"&options=-c%20synchronous_commit%3Dlocal", "local"},
+	} {
+		st := pgOpen(t, pg.URL()+tc.suffix, "a")
+		var got string
+		err := st.pool.QueryRow(context.Background(), `SHOW synchronous_commit`).Scan(&got)
+		st.close()
+		if err != nil || got != tc.want {
+			t.Errorf("connection string ending %q: synchronous_commit %q, %v, want %q", tc.suffix, got, err, tc.want)
+		}
+	}
+}
+
+// Pages walked with cursors give every row once, newest first, when many
+// rows share a microsecond or a millisecond (a cursor names a row by its
+// millisecond and the low bits of its id), across the replicas' rows.
+func TestPostgresCursorTies(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	a, b := pgOpen(t, pg.URL(), "a"), pgOpen(t, pg.URL(), "b")
+	defer a.close()
+	defer b.close()
+	at := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	var rows []Row
+	for i := range 30 {
+		r := someRow(0)
+		// Ten rows in one microsecond, ten more in the same millisecond,
+		// ten in the millisecond before.
+		r.Time = at.Add(time.Duration(i/10) * time.Microsecond)
+		if i >= 20 {
+			r.Time = at.Add(-time.Millisecond + time.Duration(i)*time.Microsecond)
+		}
+		r.QName = fmt.Sprintf("n%d.", i)
+		rows = append(rows, r)
+	}
+	if err := a.write(rows[:15]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.write(rows[15:]); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var last entry
+	f := filter{Rcode: -1, Limit: 4}
+	for pages := 0; ; pages++ {
+		if pages > 30 {
+			t.Fatal("the pages do not end")
+		}
+		p, err := a.rows(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.Rows {
+			if seen[e.QName] {
+				t.Errorf("%s on two pages", e.QName)
+			}
+			seen[e.QName] = true
+			if last.QName != "" && e.Time.After(last.Time) {
+				t.Errorf("%s (%v) after %s (%v): not newest first", e.QName, e.Time, last.QName, last.Time)
+			}
+			last = e
+		}
+		if p.Next == 0 {
+			break
+		}
+		f.Cursor = p.Next
+	}
+	if len(seen) != len(rows) {
+		t.Errorf("%d rows on the pages, want %d", len(seen), len(rows))
 	}
 }

@@ -72,9 +72,13 @@ type daemonConf struct {
 	// HistoryOff writes `[history] enabled = false`: a binary that has the
 	// query history (probeHistory) keeps it out of the rows that do not
 	// measure it. HistoryPath, when not "", writes a [history] table
-	// with the history on in this file instead.
-	HistoryOff  bool
-	HistoryPath string
+	// with the history on in this file instead; HistoryPostgres, when
+	// not "", one with the history on in this PostgreSQL database
+	// (history.postgres), HistoryInstance its history.instance.
+	HistoryOff      bool
+	HistoryPath     string
+	HistoryPostgres string
+	HistoryInstance string
 }
 
 // toml renders c as an nxdnsd configuration file.
@@ -104,6 +108,8 @@ func (c daemonConf) toml() string {
 		fmt.Fprintf(&b, "\n[[blocking.lists]]\nname = \"bench\"\nsource = %q\n", c.BlockList)
 	}
 	switch {
+	case c.HistoryPostgres != "":
+		fmt.Fprintf(&b, "\n[history]\nenabled = true\npostgres = %q\ninstance = %q\n", c.HistoryPostgres, c.HistoryInstance)
 	case c.HistoryPath != "":
 		fmt.Fprintf(&b, "\n[history]\nenabled = true\npath = %q\n", c.HistoryPath)
 	case c.HistoryOff:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nxdnsd/nxdnsd/cmd/nxdnsbench/fake"
 )
@@ -24,6 +25,7 @@ const maxHistoryLoss = 0.05
 type historyRuns struct {
 	fwd, hits *historyRun
 	rate      *historyRun // forwarding at -history-qps
+	pgVersion string      // the PostgreSQL server's version (-history-store postgres); "" with SQLite
 }
 
 // historyRun is one row with the history on and what its history counted.
@@ -33,37 +35,101 @@ type historyRun struct {
 	countsKnown      bool // both series were read
 	file             string
 	rowsBeforeRunner uint64 // written before dnsperf started (the readiness queries)
+
+	// With PostgreSQL: the server's processes' CPU time over the run
+	// (pgCPU, treeCPU; pgCPUKnown when both readings were made), and the
+	// rows in the row's database once nxdnsd had stopped (dbRows; dbErr
+	// why they could not be counted).
+	pgCPU      time.Duration
+	pgCPUKnown bool
+	dbRows     int64
+	dbErr      error
+}
+
+// cpuPerQuery is the row's CPU per query answered, in µs: nxdnsd's, and
+// with PostgreSQL the server's too (it runs on the same machine); ok is
+// false when a figure is missing.
+func (h *historyRun) cpuPerQuery(pg bool) (us float64, ok bool) {
+	if !pg {
+		return h.run.cpuPerQuery()
+	}
+	if !h.pgCPUKnown || h.run.perf.Completed == 0 || h.run.cpu <= 0 {
+		return 0, false
+	}
+	return perQueryUS(h.run.cpu+h.pgCPU, h.run.perf.Completed), true
+}
+
+// historyQPSLength is the rate-limited row's length: -history-qps-l, or
+// -l when that is 0.
+func (c runConfig) historyQPSLength() time.Duration {
+	if c.historyQPSLen > 0 {
+		return c.historyQPSLen
+	}
+	return c.perf.Duration
 }
 
 // measureHistory runs the history rows after the others, in the same run
 // and against the same fakes: a fresh nxdnsd with the history in a new
-// file for each row, its cache as the row's without.
+// file (or, with -history-store postgres, a new database) for each row,
+// its cache as the row's without.
 func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput, primary, secondary *fake.Server,
 	upstream func() uint64, progress func(string, ...any)) (*historyRuns, error) {
 	hr := &historyRuns{}
+	var pg *pgHistory
+	if c.historyStore == storePostgres {
+		progress("starting PostgreSQL on loopback for the history rows (fsync on)")
+		var err error
+		if pg, err = startPGHistory(ctx); err != nil {
+			return nil, err
+		}
+		defer pg.close()
+		hr.pgVersion = pg.version
+	}
 	one := func(name, queries string, cache bool, c runConfig) (*historyRun, error) {
 		conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 		if err != nil {
 			return nil, err
 		}
 		conf.Cache = t.cache.enabled(cache)
-		conf.HistoryPath = filepath.Join(dir, name+".db")
+		h := &historyRun{}
+		if pg != nil {
+			if conf.HistoryPostgres, err = pg.newDB(name); err != nil {
+				return nil, err
+			}
+			conf.HistoryInstance = name
+			h.file = conf.HistoryPostgres
+		} else {
+			conf.HistoryPath = filepath.Join(dir, name+".db")
+			h.file = conf.HistoryPath
+		}
 		nx, err := startChild(ctx, c.nxdnsd, dir, name, conf)
 		if err != nil {
 			return nil, err
 		}
 		defer nx.stop()
-		h := &historyRun{file: conf.HistoryPath}
 		before, _ := nx.metric(ctx, "nxdns_history_rows_total")
-		progress("%s, the history on in %s: dnsperf %s -> nxdnsd %s", name, conf.HistoryPath, c.perf, nx.addr)
+		progress("%s, the history on in %s: dnsperf %s -> nxdnsd %s", name, h.file, c.perf, nx.addr)
+		var pgBefore time.Duration
+		var pgErr error
+		if pg != nil {
+			pgBefore, pgErr = pg.cpu()
+		}
 		if h.run, err = measure(ctx, c, nx, nx.addr, queries, upstream, nil); err != nil {
 			return nil, err
+		}
+		if pg != nil {
+			after, err := pg.cpu()
+			h.pgCPU, h.pgCPUKnown = after-pgBefore, err == nil && pgErr == nil
 		}
 		// The writer may still hold the last batch: a scrape now counts it
 		// as neither written nor dropped, which the report says.
 		rows, okR := nx.metric(ctx, "nxdns_history_rows_total")
 		dropped, okD := nx.metric(ctx, "nxdns_history_dropped_total")
 		h.rows, h.dropped, h.countsKnown, h.rowsBeforeRunner = rows-before, dropped, okR && okD, before
+		if pg != nil {
+			nx.stop() // it writes what it holds before it exits
+			h.dbRows, h.dbErr = countRows(ctx, conf.HistoryPostgres)
+		}
 		return h, nil
 	}
 	var err error
@@ -78,6 +144,7 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 	if c.historyQPS > 0 {
 		rc := c
 		rc.perf.MaxQPS = c.historyQPS
+		rc.perf.Duration = c.historyQPSLength()
 		if hr.rate, err = one("rate-history", filepath.Join(dir, "queries.txt"), c.forwardCache, rc); err != nil {
 			return nil, err
 		}
@@ -86,23 +153,64 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 }
 
 // writeHistory is the history rows' table: each row with the history on
-// beside the same row with it off.
+// beside the same row with it off. With PostgreSQL the rows' CPU per
+// query counts the server's processes too, in a column of their own as
+// well, and the rows counted in each row's database.
 func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 	hr := t.history
-	fmt.Fprintf(b, "\n### Query history: on, in a file (issue 28), dnsperf %s, UDP\n\n", r.cfg.perf)
-	fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query | on / off | rows written | rows dropped |\n")
-	fmt.Fprintf(b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	row := func(name string, off *fwdRun, on *historyRun) {
-		if off == nil || on == nil {
-			fmt.Fprintf(b, "| %s | – | – | – | – | – | – | – |\n", name)
-			return
+	pg := r.cfg.historyStore == storePostgres
+	if pg {
+		fmt.Fprintf(b, "\n### Query history: on, in PostgreSQL (issue 32), dnsperf %s, UDP\n\n", r.cfg.perf)
+		fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query, nxdnsd + PostgreSQL | of which PostgreSQL | on / off | rows written | rows dropped | rows in the database |\n")
+		fmt.Fprintf(b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	} else {
+		fmt.Fprintf(b, "\n### Query history: on, in a file (issue 28), dnsperf %s, UDP\n\n", r.cfg.perf)
+		fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query | on / off | rows written | rows dropped |\n")
+		fmt.Fprintf(b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	}
+	// on's columns after its QPS: CPU per query (and PostgreSQL's), then
+	// after the ratio the rows written and dropped (and in the database).
+	cpu := func(on *historyRun) string {
+		us, ok := on.cpuPerQuery(pg)
+		s := "?"
+		if ok {
+			s = fmt.Sprintf("%.1f µs", us)
 		}
+		if pg {
+			of := "?"
+			if on.pgCPUKnown && on.run.perf.Completed > 0 {
+				of = perQuery(on.pgCPU, on.run.perf)
+			}
+			s += " | " + of
+		}
+		return s
+	}
+	counts := func(on *historyRun) string {
 		written, dropped := "?", "?"
 		if on.countsKnown {
 			written, dropped = thousands(float64(on.rows)), thousands(float64(on.dropped))
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %.3f | %s | %s |\n", name, thousands(off.perf.QPS), usPerQuery(off),
-			thousands(on.run.perf.QPS), usPerQuery(on.run), on.run.perf.QPS/off.perf.QPS, written, dropped)
+		s := written + " | " + dropped
+		if pg {
+			db := "?"
+			if on.dbErr == nil {
+				db = thousands(float64(on.dbRows))
+			}
+			s += " | " + db
+		}
+		return s
+	}
+	dashes := strings.Repeat(" – |", 7)
+	if pg {
+		dashes = strings.Repeat(" – |", 9)
+	}
+	row := func(name string, off *fwdRun, on *historyRun) {
+		if off == nil || on == nil {
+			fmt.Fprintf(b, "| %s |%s\n", name, dashes)
+			return
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %.3f | %s |\n", name, thousands(off.perf.QPS), usPerQuery(off),
+			thousands(on.run.perf.QPS), cpu(on), on.run.perf.QPS/off.perf.QPS, counts(on))
 	}
 	row(fmt.Sprintf("forwarding: %s names", thousands(float64(r.cfg.names))), t.nx, hr.fwd)
 	var hits *fwdRun
@@ -111,12 +219,23 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 	}
 	row(fmt.Sprintf("hits: %s names over and over", thousands(float64(r.cfg.hitNames))), hits, hr.hits)
 	if x := hr.rate; x != nil {
-		written, dropped := "?", "?"
-		if x.countsKnown {
-			written, dropped = thousands(float64(x.rows)), thousands(float64(x.dropped))
+		name := fmt.Sprintf("forwarding at dnsperf -Q %d", r.cfg.historyQPS)
+		if l := r.cfg.historyQPSLength(); l != r.cfg.perf.Duration {
+			name += fmt.Sprintf(" -l %s", l)
 		}
-		fmt.Fprintf(b, "| forwarding at dnsperf -Q %d | – | – | %s | %s | – | %s | %s |\n",
-			r.cfg.historyQPS, thousands(x.run.perf.QPS), usPerQuery(x.run), written, dropped)
+		fmt.Fprintf(b, "| %s | – | – | %s | %s | – | %s |\n", name, thousands(x.run.perf.QPS), cpu(x), counts(x))
+	}
+	if pg {
+		fmt.Fprintf(b, "\nThe rows with the history off are the throughput and hits tables' own nxdnsd rows (`[history] enabled = false`); "+
+			"the rows with it on are a fresh nxdnsd with the same settings and `[history] postgres` a new database of its own "+
+			"on a throwaway PostgreSQL %s server on loopback (this machine; initdb's defaults, fsync on; nxdnsd's sessions commit with synchronous_commit off, "+
+			"its default when the connection string does not set it), `instance` the row's name. "+
+			"Their CPU per query is nxdnsd's plus the PostgreSQL server's processes' over the run (user and system time of the postmaster and its children, "+
+			"those that ended included: /proc/PID/stat utime, stime, cutime and cstime). "+
+			"Rows written and dropped are nxdns_history_rows_total and nxdns_history_dropped_total scraped right after dnsperf ended "+
+			"(written: less the readiness queries'; a batch still being written then is in neither); "+
+			"rows in the database are counted once nxdnsd has stopped (it writes what it holds first), readiness queries included.\n", hr.pgVersion)
+		return
 	}
 	fmt.Fprintf(b, "\nThe rows with the history off are the throughput and hits tables' own nxdnsd rows (`[history] enabled = false`); "+
 		"the rows with it on are a fresh nxdnsd with the same settings and `[history] path` a new file in the work directory. "+
@@ -124,12 +243,18 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 		"(written: less the readiness queries'); a batch still being written then is in neither.\n")
 }
 
-// verdictHistory is issue 28's check: the forwarding row with the history
-// on at most maxHistoryLoss below it off; no row dropped at -history-qps;
-// the hits row within maxHistoryLoss (drops there are counted, not a
-// failure).
+// verdictHistory is issue 28's check, or with PostgreSQL issue 32's: the
+// forwarding row with the history on at most maxHistoryLoss below it
+// off; no row dropped at -history-qps (with PostgreSQL: and every query
+// answered has its row in the database); the hits row within
+// maxHistoryLoss (drops there are counted, not a failure; with
+// PostgreSQL not checked: issue 32 bounds the forwarding row alone).
 func (r *report) verdictHistory(check func(bool, string, ...any), notChecked func(string, ...any), t *throughput) {
 	hr := t.history
+	if r.cfg.historyStore == storePostgres {
+		r.verdictHistoryPG(check, notChecked, t)
+		return
+	}
 	if on := hr.fwd; on != nil {
 		ratio := on.run.perf.QPS / t.nx.perf.QPS
 		check(ratio >= 1-maxHistoryLoss, "issue 28, forwarding with the history on: %.3f of the QPS with it off >= %.2f (rows dropped: %d)",
@@ -138,7 +263,7 @@ func (r *report) verdictHistory(check func(bool, string, ...any), notChecked fun
 	if x := hr.rate; x != nil {
 		check(x.countsKnown && x.dropped == 0 && x.run.perf.QPS >= 0.95*float64(r.cfg.historyQPS),
 			"issue 28, forwarding at dnsperf -Q %d for %s: %s queries/s answered, nxdns_history_dropped_total %d, want 0",
-			r.cfg.historyQPS, r.cfg.perf.Duration, thousands(x.run.perf.QPS), x.dropped)
+			r.cfg.historyQPS, r.cfg.historyQPSLength(), thousands(x.run.perf.QPS), x.dropped)
 	}
 	if t.hits == nil || t.hits.nx == nil || hr.hits == nil {
 		notChecked("issue 28, hits with the history on: no hits row")
@@ -147,4 +272,31 @@ func (r *report) verdictHistory(check func(bool, string, ...any), notChecked fun
 	ratio := hr.hits.run.perf.QPS / t.hits.nx.perf.QPS
 	check(ratio >= 1-maxHistoryLoss, "issue 28, hits with the history on: %.3f of the QPS with it off >= %.2f (rows dropped: %d, counted)",
 		ratio, 1-maxHistoryLoss, hr.hits.dropped)
+}
+
+// verdictHistoryPG is issue 32's check: the forwarding row with
+// history.postgres at most maxHistoryLoss below it off, and at
+// -history-qps no row lost: none dropped, and the database holding a row
+// for every query answered.
+func (r *report) verdictHistoryPG(check func(bool, string, ...any), notChecked func(string, ...any), t *throughput) {
+	hr := t.history
+	if on := hr.fwd; on != nil {
+		ratio := on.run.perf.QPS / t.nx.perf.QPS
+		check(ratio >= 1-maxHistoryLoss, "issue 32, forwarding with history.postgres: %.3f of the QPS with the history off >= %.2f (rows dropped: %d)",
+			ratio, 1-maxHistoryLoss, on.dropped)
+	}
+	if x := hr.rate; x != nil {
+		db := "not counted"
+		if x.dbErr == nil {
+			db = thousands(float64(x.dbRows))
+		}
+		check(x.countsKnown && x.dropped == 0 && x.dbErr == nil && x.dbRows >= int64(x.run.perf.Completed) &&
+			x.run.perf.QPS >= 0.95*float64(r.cfg.historyQPS),
+			"issue 32, forwarding at dnsperf -Q %d for %s with history.postgres: %s queries/s answered, nxdns_history_dropped_total %d (want 0), "+
+				"%s rows in the database for %s queries answered (want at least as many)",
+			r.cfg.historyQPS, r.cfg.historyQPSLength(), thousands(x.run.perf.QPS), x.dropped, db, thousands(float64(x.run.perf.Completed)))
+	}
+	if hr.hits != nil {
+		notChecked("issue 32, hits with history.postgres: shown, not checked (issue 32 bounds the forwarding rows alone)")
+	}
 }

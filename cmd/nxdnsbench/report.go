@@ -70,7 +70,11 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, "- nxdnsd's answer cache: none in this build (`nxdnsd -check` refuses a `[cache]` table: %s); the forwarding rows' configuration has no `[cache]` table\n",
 				strings.TrimSpace(t.cache.Refusal))
 		}
-		if r.cfg.historyKnown {
+		switch {
+		case r.cfg.historyKnown && r.cfg.history && r.cfg.historyStore == storePostgres:
+			fmt.Fprintf(&b, "- nxdnsd's query history: `[history] enabled = false` for every row but the history rows (-history), whose history is `[history] postgres`, "+
+				"a database of each row's own on a throwaway PostgreSQL server on loopback (-history-store postgres)\n")
+		case r.cfg.historyKnown:
 			fmt.Fprintf(&b, "- nxdnsd's query history: `[history] enabled = false` for every row but the history rows (-history), whose history is a file in the work directory\n")
 		}
 		if t.dnsdistVersion != "" {

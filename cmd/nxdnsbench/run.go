@@ -30,15 +30,17 @@ type runConfig struct {
 	latencyInFlight int
 
 	throughput, bursts bool
-	dot                bool // also dnsperf through nxdnsd with DoT upstreams
-	hits               bool // also the cache-hit rows
-	encrypted          bool // also the DoT and DoH listener rows
-	hitNames           int  // distinct names in the hits rows' query file
-	forwardCache       bool // the forwarding row with nxdnsd's cache on: the miss path
-	blockRules         int  // the blocking rows' generated rules; 0: no blocking rows
-	history            bool // the history rows: forwarding and hits with the query history on, in a file
-	historyKnown       bool // the binary has [history] (probeHistory): the other rows run with it off
-	historyQPS         int  // the history rows' rate-limited forwarding row (dnsperf -Q); 0 skips it
+	dot                bool          // also dnsperf through nxdnsd with DoT upstreams
+	hits               bool          // also the cache-hit rows
+	encrypted          bool          // also the DoT and DoH listener rows
+	hitNames           int           // distinct names in the hits rows' query file
+	forwardCache       bool          // the forwarding row with nxdnsd's cache on: the miss path
+	blockRules         int           // the blocking rows' generated rules; 0: no blocking rows
+	history            bool          // the history rows: forwarding and hits with the query history on, in a file
+	historyKnown       bool          // the binary has [history] (probeHistory): the other rows run with it off
+	historyQPS         int           // the history rows' rate-limited forwarding row (dnsperf -Q); 0 skips it
+	historyQPSLen      time.Duration // that row's dnsperf -l; 0: -l
+	historyStore       string        // where the history rows keep it: storeSQLite (a file) or storePostgres
 
 	peers peersConfig // the blocking run beside dnsmasq, Unbound and CoreDNS (peers_blocking.go)
 
@@ -81,6 +83,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&c.blockRules, "block-rules", 0, "with -throughput: the blocking rows (issue 27): the forwarding and hits rows again with a generated list of this many rules in force, and a blocked-name row (every query blocked); 0 skips them")
 	fs.BoolVar(&c.history, "history", false, "with -throughput: the history rows (issue 28): the forwarding and hits rows again with the query history on, in a file of the work directory, and its rows lost (nxdns_history_dropped_total); every other row runs with [history] enabled = false")
 	fs.IntVar(&c.historyQPS, "history-qps", 20_000, "with -history: one more forwarding row with the history on, dnsperf -Q this many queries a second, which must lose no row (issue 28); 0 skips it")
+	fs.DurationVar(&c.historyQPSLen, "history-qps-l", 0, "with -history: dnsperf -l of the -history-qps row (0: -l); issue 32 asks for 60s")
+	fs.StringVar(&c.historyStore, "history-store", storeSQLite, "with -history: where the history rows keep it: sqlite (a file in the work directory) or postgres "+
+		"(history.postgres: a throwaway PostgreSQL server on loopback started from Debian's postgresql package, fsync on, a database for each row; issue 32; "+
+		"the rows' CPU per query includes the server's processes)")
 	fs.BoolVar(&c.dnsdist, "dnsdist", true, "with -throughput: measure dnsdist beside nxdnsd, forwarding and hits (not installed: skipped with a note, unless this flag is given)")
 	fs.StringVar(&c.dnsdistBin, "dnsdist-bin", "dnsdist", "dnsdist binary")
 	fs.BoolVar(&c.bursts, "bursts", true, "run the four fault bursts")
@@ -101,6 +107,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if c.perf.Duration <= 0 || c.perf.Duration > 10*time.Minute || c.names < 1 || c.names > 10_000_000 ||
 		c.hitNames < 1 || c.hitNames > 10_000_000 || c.blockRules < 0 || c.blockRules > 10_000_000 {
 		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000, 1 <= -hit-names <= 10,000,000 and 0 <= -block-rules <= 10,000,000")
+	}
+	if c.historyStore != storeSQLite && c.historyStore != storePostgres {
+		return fmt.Errorf("run: -history-store %q: want %s or %s", c.historyStore, storeSQLite, storePostgres)
+	}
+	if c.historyQPSLen < 0 || c.historyQPSLen > 10*time.Minute {
+		return errors.New("run: want 0 <= -history-qps-l <= 10m")
 	}
 	if err := c.peers.validate(); err != nil {
 		return err
