@@ -280,7 +280,10 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 		wr.count(&v, src, r.Rcode)
 	}
 	slices.SortFunc(batch, func(a, b chunkRow) int { return cmpKey(a.key, b.key) })
-	seal := len(wr.unsealed)+len(batch) >= s.rowsPerChunk || wr.smalls+1 >= maxSmalls
+	// A batch of half a chunk or more with no small chunk before it is
+	// sealed at once: at high rates rows are then written once.
+	seal := len(wr.unsealed)+len(batch) >= s.rowsPerChunk || wr.smalls+1 >= maxSmalls ||
+		len(wr.unsealed) == 0 && len(batch) >= s.rowsPerChunk/2
 	var merged []chunkRow
 	if seal {
 		merged = mergeRows(wr.spare[:0], wr.unsealed, batch)
