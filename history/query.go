@@ -101,22 +101,23 @@ type chunkHead struct {
 }
 
 // heads are the chunks that may hold keys in [lo, hi), newest first: the
-// small ones (in no order), then the sealed ones.
+// small ones, then the sealed ones.
 func (s *sqliteStore) heads(ctx context.Context, lo, hi int64) ([]chunkHead, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, first, last, sealed FROM chunks WHERE first < ? AND last >= ? ORDER BY sealed, id DESC`, hi, lo)
+	snap, err := s.index.load(ctx, s.r)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []chunkHead
-	for rows.Next() {
-		var h chunkHead
-		if err := rows.Scan(&h.id, &h.first, &h.last, &h.sealed); err != nil {
-			return nil, err
+	for i := len(snap.smalls) - 1; i >= 0; i-- {
+		if h := snap.smalls[i]; h.first < hi && h.last >= lo {
+			out = append(out, h)
 		}
-		out = append(out, h)
 	}
-	return out, rows.Err()
+	sealed := snap.overlapping(lo, hi)
+	for i := len(sealed) - 1; i >= 0; i-- {
+		out = append(out, sealed[i])
+	}
+	return out, nil
 }
 
 // scan appends to into the newest rows in [lo, hi) that m matches, until

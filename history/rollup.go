@@ -1,0 +1,485 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"slices"
+	"sync"
+)
+
+// The dashboard's overview asks every few seconds for the day's top lists
+// and timeline: counted from the rows, that is 1.4 million rows each time
+// with 10,000,000 in the file. The rollups count each hour once instead
+// (docs/history.md, "The dashboard's reads"):
+//
+//   - an hour every row after which is sealed past its end is closed: no
+//     row can be added to it, only deleted by retention. Its counts are
+//     computed once, from its rows, and kept: for each list the
+//     rollupKeys most counted keys, and the rows of each minute by
+//     outcome;
+//   - the hours not closed yet (the current one, rarely the one before)
+//     are counted as their rows are sealed, each sealed chunk once, and
+//     kept exactly until they close; the small chunks' rows (a few
+//     thousand at most) are counted again when they change;
+//   - the part of an hour a range starts in is the closed hour's counts
+//     less those of its rows before the start, counted as the start moves
+//     on (the dashboard's day starts a few seconds later at each refresh).
+//
+// A read holds mu while it brings the rollups up to date and adds them
+// up: a few milliseconds once they are, longer for the first read of a
+// day (60,000 rows an hour to count); the reads waiting meanwhile then
+// find the hours counted instead of counting them again. The writer never
+// takes it.
+type rollups struct {
+	mu sync.Mutex // guards following
+
+	keys   keyTable
+	hours  map[int64]*hourRollup // closed hours
+	open   map[int64]*counts     // hours not closed: their sealed rows counted
+	folded chunkHead             // the newest sealed chunk counted into open
+	inited bool                  // open and folded are set
+
+	// The small chunks' rows, by hour, and the chunks they were counted
+	// from.
+	smalls   map[int64]*counts
+	smallsOf []chunkHead
+
+	// The rows of the hour prefixOf from its start to prefixTo.
+	prefix             *counts
+	prefixOf, prefixTo int64
+
+	// A merge's counts by key id, whether it has one, and those ids: zero,
+	// false and empty between merges.
+	dense   []int64
+	in      []bool
+	touched []uint32
+
+	transient []*hourRollup // rolled up for this read alone: released at its end
+}
+
+// Bounds of the rollups' memory.
+const (
+	// rollupKeys is how many keys of each list a closed hour keeps, the
+	// most counted: an hour's counts are exact while it has at most this
+	// many distinct names (clients, upstreams); past it a name is left out
+	// of the hours it was asked least in, each of which counted it at most
+	// as often as its rollupKeys-th name.
+	rollupKeys = 1024
+	// rollupHours is how many closed hours are kept at most, the newest:
+	// a week and a day, the default retention's and the dashboard's day.
+	rollupHours = 8 * 24
+)
+
+// The lists of a rollup.
+const (
+	listDomains = iota
+	listBlocked
+	listClients
+	listUpstreams
+	numLists
+)
+
+func listOf(what string) int {
+	switch what {
+	case TopBlocked:
+		return listBlocked
+	case TopClients:
+		return listClients
+	case TopUpstreams:
+		return listUpstreams
+	}
+	return listDomains
+}
+
+// counts are rows counted exactly: names by their text; clients and
+// upstreams by their ids in clients and labels (keys, their text, filled
+// when asked for); rows by minute of their hour and outcome.
+type counts struct {
+	names   [2]map[string]int64 // domains, blocked
+	ids     [2]map[int64]int64  // clients, upstreams
+	keys    [2]map[int64]string // the ids' text, as far as looked up
+	minutes [60][numOutcomes]int64
+	last    int64 // the newest key counted
+	pruned  bool  // names were left out: more than maxTopKeys distinct
+}
+
+func newCounts() *counts {
+	c := &counts{last: -1 << 62}
+	for i := range 2 {
+		c.names[i] = map[string]int64{}
+		c.ids[i] = map[int64]int64{}
+		c.keys[i] = map[int64]string{}
+	}
+	return c
+}
+
+func (c *counts) addName(list int, b []byte, n int64) {
+	m := c.names[list]
+	if _, ok := m[string(b)]; ok {
+		m[string(b)] += n
+	} else {
+		m[string(b)] = n
+	}
+	if len(m) > 2*maxTopKeys {
+		prune(m, maxTopKeys)
+		c.pruned = true
+	}
+}
+
+// hourRollup is a closed hour's counts.
+type hourRollup struct {
+	lists   [numLists][]keyCount // the most counted first, rollupKeys at most
+	minutes [60][numOutcomes]int64
+}
+
+// keyCount is a key (its id in the key table) and its count: an hour's
+// count fits 32 bits below 1.19 million rows a second.
+type keyCount struct{ key, n uint32 }
+
+// keyTable gives each key of the closed hours an id, so that adding up
+// a day of hours adds numbers, and stores each key's text once.
+type keyTable struct {
+	ids  map[string]uint32
+	text []string
+	refs []int32 // 0: free
+	free []uint32
+}
+
+func (t *keyTable) add(k string) uint32 {
+	if id, ok := t.ids[k]; ok {
+		t.refs[id]++
+		return id
+	}
+	if t.ids == nil {
+		t.ids = map[string]uint32{}
+	}
+	var id uint32
+	if n := len(t.free); n > 0 {
+		id, t.free = t.free[n-1], t.free[:n-1]
+		t.text[id], t.refs[id] = k, 1
+	} else {
+		id = uint32(len(t.text))
+		t.text, t.refs = append(t.text, k), append(t.refs, 1)
+	}
+	t.ids[k] = id
+	return id
+}
+
+func (t *keyTable) release(id uint32) {
+	if t.refs[id]--; t.refs[id] == 0 {
+		delete(t.ids, t.text[id])
+		t.text[id] = ""
+		t.free = append(t.free, id)
+	}
+}
+
+// drop forgets a closed hour.
+func (r *rollups) drop(h int64) {
+	for _, l := range r.hours[h].lists {
+		for _, kc := range l {
+			r.keys.release(kc.key)
+		}
+	}
+	delete(r.hours, h)
+}
+
+// countRows counts the rows of heads in [lo, hi), each into the counts
+// at gives for its hour (nil: not counted).
+func (s *sqliteStore) countRows(ctx context.Context, heads []chunkHead, lo, hi int64, at func(hour int64) *counts) error {
+	var c chunk
+	var local [2][]int64 // the chunk's names' counts in cur, by index
+	var cur *counts
+	flush := func() {
+		if cur != nil {
+			for l := range local {
+				for i, n := range local[l] {
+					if n != 0 {
+						cur.addName(l, c.nameBytes(int64(i)), n)
+					}
+				}
+			}
+		}
+		clear(local[0])
+		clear(local[1])
+	}
+	for _, h := range heads {
+		if h.first >= hi || h.last < lo {
+			continue
+		}
+		err := s.blobs(ctx, h.id, true, func(nb, cb []byte) (bool, error) {
+			if err := c.parse(h.first, nb, cb); err != nil {
+				return false, err
+			}
+			var cols [numCols][]int64
+			for _, i := range []int{colKey, colName, colClient, colFlags, colUpstream} {
+				v, err := c.column(i)
+				if err != nil {
+					return false, err
+				}
+				cols[i] = v
+			}
+			cur = nil
+			hour := int64(math.MinInt64)
+			for j, k := range cols[colKey] {
+				if k < lo || k >= hi {
+					continue
+				}
+				if hr := floorDiv(k, usPerHour); hr != hour {
+					flush()
+					hour, cur = hr, at(hr)
+				}
+				if cur == nil {
+					continue
+				}
+				_, src, rcode := unflags(cols[colFlags][j])
+				cur.minutes[floorDiv(k, usPerMinute)-hour*60][outcome(src, rcode)]++
+				cur.last = max(cur.last, k)
+				if v := cols[colName][j]; v != 0 {
+					for int(v) >= len(local[0]) {
+						local[0], local[1] = append(local[0], 0), append(local[1], 0)
+					}
+					local[0][v]++
+					if src == srcBlocked {
+						local[1][v]++
+					}
+				}
+				cur.ids[0][cols[colClient][j]]++
+				if u := cols[colUpstream][j]; u != 0 {
+					cur.ids[1][u-1]++
+				}
+			}
+			flush()
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolve looks up the text of c's ids it does not know yet: a client by
+// its address (by its name when it has none), an upstream by its label.
+func (s *sqliteStore) resolve(ctx context.Context, c *counts) error {
+	queries := [2]string{
+		`SELECT id, CASE addr WHEN '' THEN name ELSE addr END FROM clients WHERE id IN `,
+		`SELECT id, text FROM labels WHERE id IN `,
+	}
+	for l, q := range queries {
+		var ids []int64
+		for id := range c.ids[l] {
+			if _, ok := c.keys[l][id]; !ok {
+				ids = append(ids, id)
+			}
+		}
+		err := s.each(ctx, q, ids, func(rows *sql.Rows) error {
+			var id int64
+			var k string
+			err := rows.Scan(&id, &k)
+			c.keys[l][id] = k
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// each calls fn with c's counts of list, by key.
+func (c *counts) each(list int, fn func(k string, n int64)) {
+	if list < 2 {
+		for k, n := range c.names[list] {
+			fn(k, n)
+		}
+		return
+	}
+	l := list - 2
+	for id, n := range c.ids[l] {
+		if k, ok := c.keys[l][id]; ok {
+			fn(k, n)
+		}
+	}
+}
+
+// rollup makes a closed hour of c (its ids resolved); nil when a count
+// is past 32 bits (the hour's counts are then used as they are).
+func (r *rollups) rollup(c *counts) *hourRollup {
+	hr := &hourRollup{minutes: c.minutes}
+	var tops [numLists][]count
+	for l := range numLists {
+		byKey := map[string]int64{}
+		c.each(l, func(k string, n int64) { byKey[k] += n })
+		tops[l] = ranked(byKey, rollupKeys)
+		if len(tops[l]) > 0 && tops[l][0].Count > math.MaxUint32 {
+			return nil
+		}
+	}
+	for l, top := range tops {
+		hr.lists[l] = make([]keyCount, len(top))
+		for i, kc := range top {
+			hr.lists[l][i] = keyCount{r.keys.add(kc.Key), uint32(kc.Count)}
+		}
+	}
+	return hr
+}
+
+// sync brings the rollups up to what snap holds: it forgets the hours
+// retention deleted rows of (oldest is snap's), counts the sealed chunks
+// added since the last read into the hours not closed, and keeps those
+// that closed.
+func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) error {
+	r := &s.roll
+	if r.hours == nil {
+		r.hours, r.open = map[int64]*hourRollup{}, map[int64]*counts{}
+	}
+	for h := range r.hours {
+		if h*usPerHour < oldest {
+			r.drop(h)
+		}
+	}
+	for h := range r.open {
+		if h*usPerHour < oldest {
+			delete(r.open, h)
+		}
+	}
+	if r.prefix != nil && r.prefixOf*usPerHour < oldest {
+		r.prefix = nil
+	}
+	at := func(h int64) *counts {
+		if h*usPerHour < oldest {
+			return nil // counted from the rows left when asked for
+		}
+		c := r.open[h]
+		if c == nil {
+			c = newCounts()
+			r.open[h] = c
+		}
+		return c
+	}
+	newest := snap.newest()
+	// Where the last read stopped; from the newest sealed chunk's hour
+	// when it is not in snap as it was (the first read, or retention
+	// reached it).
+	i, found := slices.BinarySearchFunc(snap.sealed, r.folded.id, func(h chunkHead, id int64) int { return cmpKey(h.id, id) })
+	if !r.inited || r.folded.id != 0 && (!found || snap.sealed[i].last != r.folded.last) {
+		clear(r.open)
+		r.folded, r.inited = newest, true
+		if newest.id != 0 && !snap.closed(floorDiv(newest.last, usPerHour)) {
+			h := floorDiv(newest.last, usPerHour)
+			if err := s.countRows(ctx, snap.overlapping(h*usPerHour, newest.last+1), h*usPerHour, newest.last+1, at); err != nil {
+				return err
+			}
+		}
+	} else {
+		if r.folded.id == 0 {
+			i = 0
+		} else {
+			i++
+		}
+		if fresh := snap.sealed[i:]; len(fresh) > 0 {
+			if err := s.countRows(ctx, fresh, -1<<62, 1<<62, at); err != nil {
+				return err
+			}
+			r.folded = newest
+		}
+	}
+	for h, c := range r.open {
+		if !snap.closed(h) {
+			continue
+		}
+		delete(r.open, h)
+		if r.hours[h] != nil {
+			continue
+		}
+		if err := s.resolve(ctx, c); err != nil {
+			return err
+		}
+		if hr := r.rollup(c); hr != nil {
+			r.hours[h] = hr
+		}
+	}
+	// The small chunks, again when they changed.
+	if !slices.Equal(r.smallsOf, snap.smalls) || r.smalls == nil {
+		r.smalls = map[int64]*counts{}
+		r.smallsOf = slices.Clone(snap.smalls)
+		err := s.countRows(ctx, snap.smalls, -1<<62, 1<<62, func(h int64) *counts {
+			c := r.smalls[h]
+			if c == nil {
+				c = newCounts()
+				r.smalls[h] = c
+			}
+			return c
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evict forgets the oldest closed hours past rollupHours.
+func (r *rollups) evict() {
+	if len(r.hours) <= rollupHours {
+		return
+	}
+	hs := make([]int64, 0, len(r.hours))
+	for h := range r.hours {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	for _, h := range hs[:len(hs)-rollupHours] {
+		r.drop(h)
+	}
+}
+
+// hour returns closed hour h's rollup, counting it from its rows when
+// it is not kept, or, when a count of it is past 32 bits, its counts; h's
+// rows must all be there (h*usPerHour >= oldest).
+func (s *sqliteStore) hour(ctx context.Context, snap *chunkSnap, h int64) (*hourRollup, *counts, error) {
+	r := &s.roll
+	if hr := r.hours[h]; hr != nil {
+		return hr, nil, nil
+	}
+	c := newCounts()
+	lo, hi := h*usPerHour, (h+1)*usPerHour
+	if err := s.countRows(ctx, snap.overlapping(lo, hi), lo, hi, func(int64) *counts { return c }); err != nil {
+		return nil, nil, err
+	}
+	if err := s.resolve(ctx, c); err != nil {
+		return nil, nil, err
+	}
+	hr := r.rollup(c)
+	if hr == nil {
+		return nil, c, nil
+	}
+	// Kept unless retention deleted rows of it meanwhile (it deletes the
+	// oldest first: the oldest row now says).
+	again, err := s.index.load(ctx, s.r)
+	if err != nil {
+		r.transient = append(r.transient, hr)
+		return nil, nil, err
+	}
+	if again.oldest() <= lo {
+		r.hours[h] = hr
+	} else {
+		r.transient = append(r.transient, hr)
+	}
+	return hr, nil, nil
+}
+
+// done ends a read: the hours past the bound and those rolled up for it
+// alone are forgotten.
+func (r *rollups) done() {
+	for _, hr := range r.transient {
+		for _, l := range hr.lists {
+			for _, kc := range l {
+				r.keys.release(kc.key)
+			}
+		}
+	}
+	clear(r.transient)
+	r.transient = r.transient[:0]
+	r.evict()
+}
