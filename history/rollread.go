@@ -132,14 +132,33 @@ func (s *sqliteStore) prefixTo(ctx context.Context, snap *chunkSnap, h, lo int64
 	if r.prefix == nil || r.prefixOf != h || r.prefixTo > lo {
 		r.prefix, r.prefixOf, r.prefixTo = newCounts(), h, h*usPerHour
 	}
-	if lo > r.prefixTo {
-		p := r.prefix
-		if err := s.countRows(ctx, snap.overlapping(r.prefixTo, lo), r.prefixTo, lo, func(int64) *counts { return p }); err != nil {
+	p := r.prefix
+	at := func(int64) *counts { return p }
+	var t tallier
+	for r.prefixTo < lo {
+		heads := snap.overlapping(r.prefixTo, lo)
+		if len(heads) == 0 {
+			break
+		}
+		h := heads[0]
+		ok, err := r.held.load(ctx, s, h)
+		if err != nil || !ok {
+			r.prefix = nil // gone: retention reached it
+			return nil, err
+		}
+		keys, err := r.held.c.column(colKey)
+		if err != nil {
 			r.prefix = nil
 			return nil, err
 		}
-		r.prefixTo = lo
+		j, _ := slices.BinarySearch(keys, r.prefixTo)
+		if err := t.rows(&r.held.c, j, r.prefixTo, lo, at); err != nil {
+			r.prefix = nil
+			return nil, err
+		}
+		r.prefixTo = min(lo, h.last+1)
 	}
+	r.prefixTo = lo
 	if r.prefix.pruned {
 		return nil, nil
 	}
@@ -234,8 +253,15 @@ func (m *merge) hour(hr *hourRollup) {
 }
 
 func (m *merge) counts(c *counts) {
-	if c != nil {
-		c.each(m.list, m.add)
+	if c == nil {
+		return
+	}
+	v := c.view(m.list, &m.r.keys)
+	for _, kc := range v.ids {
+		m.addID(kc.key, kc.n)
+	}
+	for _, kc := range v.text {
+		m.extra[kc.Key] += kc.Count
 	}
 }
 
@@ -317,4 +343,33 @@ func (m *merge) ranked(limit int) []count {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return best
+}
+
+// heldChunk is a chunk kept decoded across reads, its blobs copied.
+type heldChunk struct {
+	head   chunkHead
+	nb, cb []byte
+	c      chunk
+}
+
+// load makes h the chunk held, unless it is already; ok is false when h
+// is gone.
+func (hc *heldChunk) load(ctx context.Context, s *sqliteStore, h chunkHead) (ok bool, err error) {
+	if hc.head == h && h.id != 0 {
+		return true, nil
+	}
+	hc.head = chunkHead{}
+	err = s.blobs(ctx, h.id, true, func(nb, cb []byte) (bool, error) {
+		hc.nb, hc.cb = append(hc.nb[:0], nb...), append(hc.cb[:0], cb...)
+		ok = true
+		return false, nil
+	})
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := hc.c.parse(h.first, hc.nb, hc.cb); err != nil {
+		return false, err
+	}
+	hc.head = h
+	return true, nil
 }

@@ -45,9 +45,11 @@ type rollups struct {
 	smalls   map[int64]*counts
 	smallsOf []chunkHead
 
-	// The rows of the hour prefixOf from its start to prefixTo.
+	// The rows of the hour prefixOf from its start to prefixTo, and the
+	// chunk prefixTo was in, decoded.
 	prefix             *counts
 	prefixOf, prefixTo int64
+	held               heldChunk
 
 	// A merge's counts by key id, whether it has one, and those ids: zero,
 	// false and empty between merges.
@@ -102,6 +104,40 @@ type counts struct {
 	minutes [60][numOutcomes]int64
 	last    int64 // the newest key counted
 	pruned  bool  // names were left out: more than maxTopKeys distinct
+
+	views [numLists]*view // as merges add them up; nil: to be made again
+}
+
+// view is a list of counts as a merge adds it up: the keys the key table
+// has by their ids, the others by their text. It is made again when the
+// counts change or the table gets new keys (a key counted by text in
+// one place and by id in another would be ranked twice).
+type view struct {
+	gen  uint64
+	ids  []idCount
+	text []count
+}
+
+type idCount struct {
+	key uint32
+	n   int64
+}
+
+// view returns c's view of list.
+func (c *counts) view(list int, t *keyTable) *view {
+	if v := c.views[list]; v != nil && v.gen == t.gen {
+		return v
+	}
+	v := &view{gen: t.gen}
+	c.each(list, func(k string, n int64) {
+		if id, ok := t.ids[k]; ok {
+			v.ids = append(v.ids, idCount{id, n})
+		} else {
+			v.text = append(v.text, count{k, n})
+		}
+	})
+	c.views[list] = v
+	return v
 }
 
 func newCounts() *counts {
@@ -140,6 +176,7 @@ type keyCount struct{ key, n uint32 }
 // keyTable gives each key of the closed hours an id, so that adding up
 // a day of hours adds numbers, and stores each key's text once.
 type keyTable struct {
+	gen  uint64 // counts the keys added and freed
 	ids  map[string]uint32
 	text []string
 	refs []int32 // 0: free
@@ -154,6 +191,7 @@ func (t *keyTable) add(k string) uint32 {
 	if t.ids == nil {
 		t.ids = map[string]uint32{}
 	}
+	t.gen++
 	var id uint32
 	if n := len(t.free); n > 0 {
 		id, t.free = t.free[n-1], t.free[:n-1]
@@ -168,6 +206,7 @@ func (t *keyTable) add(k string) uint32 {
 
 func (t *keyTable) release(id uint32) {
 	if t.refs[id]--; t.refs[id] == 0 {
+		t.gen++ // views may hold its id
 		delete(t.ids, t.text[id])
 		t.text[id] = ""
 		t.free = append(t.free, id)
@@ -188,21 +227,7 @@ func (r *rollups) drop(h int64) {
 // at gives for its hour (nil: not counted).
 func (s *sqliteStore) countRows(ctx context.Context, heads []chunkHead, lo, hi int64, at func(hour int64) *counts) error {
 	var c chunk
-	var local [2][]int64 // the chunk's names' counts in cur, by index
-	var cur *counts
-	flush := func() {
-		if cur != nil {
-			for l := range local {
-				for i, n := range local[l] {
-					if n != 0 {
-						cur.addName(l, c.nameBytes(int64(i)), n)
-					}
-				}
-			}
-		}
-		clear(local[0])
-		clear(local[1])
-	}
+	var t tallier
 	for _, h := range heads {
 		if h.first >= hi || h.last < lo {
 			continue
@@ -211,51 +236,83 @@ func (s *sqliteStore) countRows(ctx context.Context, heads []chunkHead, lo, hi i
 			if err := c.parse(h.first, nb, cb); err != nil {
 				return false, err
 			}
-			var cols [numCols][]int64
-			for _, i := range []int{colKey, colName, colClient, colFlags, colUpstream} {
-				v, err := c.column(i)
-				if err != nil {
-					return false, err
-				}
-				cols[i] = v
-			}
-			cur = nil
-			hour := int64(math.MinInt64)
-			for j, k := range cols[colKey] {
-				if k < lo || k >= hi {
-					continue
-				}
-				if hr := floorDiv(k, usPerHour); hr != hour {
-					flush()
-					hour, cur = hr, at(hr)
-				}
-				if cur == nil {
-					continue
-				}
-				_, src, rcode := unflags(cols[colFlags][j])
-				cur.minutes[floorDiv(k, usPerMinute)-hour*60][outcome(src, rcode)]++
-				cur.last = max(cur.last, k)
-				if v := cols[colName][j]; v != 0 {
-					for int(v) >= len(local[0]) {
-						local[0], local[1] = append(local[0], 0), append(local[1], 0)
-					}
-					local[0][v]++
-					if src == srcBlocked {
-						local[1][v]++
-					}
-				}
-				cur.ids[0][cols[colClient][j]]++
-				if u := cols[colUpstream][j]; u != 0 {
-					cur.ids[1][u-1]++
-				}
-			}
-			flush()
-			return false, nil
+			return false, t.rows(&c, 0, lo, hi, at)
 		})
 		if err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// tallierCols are the columns a tallier reads.
+var tallierCols = [...]int{colKey, colName, colClient, colFlags, colUpstream}
+
+// tallier counts the rows of chunks, its buffers reused.
+type tallier struct {
+	local [2][]int64 // the chunk's names' counts, by their index: domains, blocked
+}
+
+// rows counts chunk c's rows from row j0 on in [lo, hi) into the counts
+// at gives for their hour.
+func (t *tallier) rows(c *chunk, j0 int, lo, hi int64, at func(hour int64) *counts) error {
+	var cols [numCols][]int64
+	for _, i := range tallierCols {
+		v, err := c.column(i)
+		if err != nil {
+			return err
+		}
+		cols[i] = v
+	}
+	var cur *counts
+	flush := func() {
+		if cur != nil {
+			for l := range t.local {
+				for i, n := range t.local[l] {
+					if n != 0 {
+						cur.addName(l, c.nameBytes(int64(i)), n)
+					}
+				}
+			}
+			cur.views = [numLists]*view{}
+		}
+		clear(t.local[0])
+		clear(t.local[1])
+	}
+	hour := int64(math.MinInt64)
+	for j := j0; j < len(cols[colKey]); j++ {
+		k := cols[colKey][j]
+		if k < lo {
+			continue
+		}
+		if k >= hi {
+			break // sorted
+		}
+		if hr := floorDiv(k, usPerHour); hr != hour {
+			flush()
+			hour, cur = hr, at(hr)
+		}
+		if cur == nil {
+			continue
+		}
+		_, src, rcode := unflags(cols[colFlags][j])
+		cur.minutes[floorDiv(k, usPerMinute)-hour*60][outcome(src, rcode)]++
+		cur.last = max(cur.last, k)
+		if v := cols[colName][j]; v != 0 {
+			for int(v) >= len(t.local[0]) {
+				t.local[0], t.local[1] = append(t.local[0], 0), append(t.local[1], 0)
+			}
+			t.local[0][v]++
+			if src == srcBlocked {
+				t.local[1][v]++
+			}
+		}
+		cur.ids[0][cols[colClient][j]]++
+		if u := cols[colUpstream][j]; u != 0 {
+			cur.ids[1][u-1]++
+		}
+	}
+	flush()
 	return nil
 }
 
@@ -278,6 +335,7 @@ func (s *sqliteStore) resolve(ctx context.Context, c *counts) error {
 			var k string
 			err := rows.Scan(&id, &k)
 			c.keys[l][id] = k
+			c.views[l+2] = nil
 			return err
 		})
 		if err != nil {
