@@ -130,9 +130,21 @@ func (s *sqliteStore) scan(ctx context.Context, m *matcher, lo, hi int64, want i
 	var c chunk
 	var names []int64
 	var small []chunkRow // the small chunks' matches, sorted at their end
+	newest := func() {   // small's newest want matches, newest first
+		slices.SortFunc(small, func(a, b chunkRow) int { return cmpKey(b.key, a.key) })
+		small = small[:min(len(small), want-len(into))]
+	}
 	for i, h := range heads {
 		if len(into) >= want {
 			break
+		}
+		if !h.sealed && len(small) >= want-len(into) && h.last < small[len(small)-1].key {
+			// Every row of this small chunk is older than the matches
+			// kept: none of them can be on the page.
+			if i+1 == len(heads) || heads[i+1].sealed {
+				into = append(into, small...)
+			}
+			continue
 		}
 		err := s.blobs(ctx, h.id, m.name == "", func(nb, cb []byte) (bool, error) {
 			if m.name != "" {
@@ -151,7 +163,10 @@ func (s *sqliteStore) scan(ctx context.Context, m *matcher, lo, hi int64, want i
 			if h.sealed {
 				into, err = c.match(m, names, lo, hi, want-len(into), into)
 			} else {
-				small, err = c.match(m, names, lo, hi, 1<<30, small)
+				// The chunk's newest want at most, and of all the small
+				// chunks' so far the newest want.
+				small, err = c.match(m, names, lo, hi, want-len(into), small)
+				newest()
 			}
 			return false, err
 		})
@@ -160,8 +175,8 @@ func (s *sqliteStore) scan(ctx context.Context, m *matcher, lo, hi int64, want i
 		}
 		if !h.sealed && (i+1 == len(heads) || heads[i+1].sealed) {
 			// The small chunks are done: their rows, newest first.
-			slices.SortFunc(small, func(a, b chunkRow) int { return cmpKey(b.key, a.key) })
-			into = append(into, small[:min(len(small), want-len(into))]...)
+			newest()
+			into = append(into, small...)
 		}
 	}
 	return into, nil

@@ -165,16 +165,68 @@ func (s *sqliteStore) prefixTo(ctx context.Context, snap *chunkSnap, h, lo int64
 	return r.prefix, nil
 }
 
-// minutesRolled calls add for each outcome of each minute in [m0, m1),
-// minutes whose rows are all before hi, from the rollups: the counters of
-// minutes for an hour retention deleted rows of (its whole minutes left).
-func (s *sqliteStore) minutesRolled(ctx context.Context, snap *chunkSnap, oldest, m0, m1 int64, add func(m, o, n int64)) error {
+// minutesRolled calls add for each outcome of each minute with rows in
+// [lo, hi), which holds a whole minute at least, their rows there
+// counted: the whole minutes from the rollups (from the counters of
+// minutes in an hour retention deleted rows of); the part of a minute
+// [lo, hi) starts in as the closed hour's minute less the hour's rows
+// before lo, that it ends in from the hour being written when every row
+// of it is before hi; raw counts the rest from the rows.
+func (s *sqliteStore) minutesRolled(ctx context.Context, snap *chunkSnap, oldest, lo, hi int64, add func(m, o, n int64), raw func(lo, hi int64) error) error {
 	r := &s.roll
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.done()
 	if err := s.sync(ctx, snap, oldest); err != nil {
 		return err
+	}
+	m0, m1 := split(lo, hi, usPerMinute)
+	if start := m0 * usPerMinute; lo < start {
+		m, h := m0-1, floorDiv(m0-1, 60)
+		var done bool
+		if snap.closed(h) && h*usPerHour >= oldest {
+			hr, _, err := s.hour(ctx, snap, h)
+			if err != nil {
+				return err
+			}
+			if hr != nil {
+				p, err := s.prefixTo(ctx, snap, h, lo)
+				if err != nil {
+					return err
+				}
+				if p != nil {
+					for o, n := range hr.minutes[m-h*60] {
+						if n -= p.minutes[m-h*60][o]; n != 0 {
+							add(m, int64(o), n)
+						}
+					}
+					done = true
+				}
+			}
+		}
+		if !done {
+			if err := raw(lo, start); err != nil {
+				return err
+			}
+		}
+	}
+	if end := m1 * usPerMinute; hi > end {
+		h := floorDiv(m1, 60)
+		o, sm := r.open[h], r.smalls[h]
+		if !snap.closed(h) && h*usPerHour >= oldest && lastOf(o) < hi && lastOf(sm) < hi {
+			for _, c := range []*counts{o, sm} {
+				if c == nil {
+					continue
+				}
+				for out, n := range c.minutes[m1-h*60] {
+					if n != 0 {
+						add(m1, int64(out), n)
+					}
+				}
+			}
+		} else if err := raw(end, hi); err != nil {
+			return err
+		}
 	}
 	for h := floorDiv(m0, 60); h*60 < m1; h++ {
 		a, b := max(m0, h*60), min(m1, h*60+60)
@@ -236,14 +288,6 @@ func (m *merge) addID(id uint32, n int64) {
 		r.touched = append(r.touched, id)
 	}
 	r.dense[id] += n
-}
-
-func (m *merge) add(k string, n int64) {
-	if id, ok := m.r.keys.ids[k]; ok {
-		m.addID(id, n)
-		return
-	}
-	m.extra[k] += n
 }
 
 func (m *merge) hour(hr *hourRollup) {

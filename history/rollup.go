@@ -458,11 +458,19 @@ func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) e
 			r.hours[h] = hr
 		}
 	}
-	// The small chunks, again when they changed.
-	if !slices.Equal(r.smallsOf, snap.smalls) || r.smalls == nil {
+	// The small chunks: a small chunk never changes, new ones come after
+	// the others until a seal deletes them all, so only the new ones are
+	// counted unless one counted is gone.
+	fresh := snap.smalls
+	if n := len(r.smallsOf); r.smalls != nil && n <= len(fresh) && slices.Equal(r.smallsOf, fresh[:n]) {
+		fresh = fresh[n:]
+	} else {
 		r.smalls = map[int64]*counts{}
-		r.smallsOf = slices.Clone(snap.smalls)
-		err := s.countRows(ctx, snap.smalls, -1<<62, 1<<62, func(h int64) *counts {
+		r.smallsOf = r.smallsOf[:0]
+	}
+	if len(fresh) > 0 {
+		r.smallsOf = append(r.smallsOf, fresh...)
+		err := s.countRows(ctx, fresh, -1<<62, 1<<62, func(h int64) *counts {
 			c := r.smalls[h]
 			if c == nil {
 				c = newCounts()

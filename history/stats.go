@@ -306,11 +306,8 @@ func (s *sqliteStore) timeline(ctx context.Context, _ string, from, to time.Time
 	if b0 == b1 {
 		return out, rawRows(lo, hi)
 	}
-	if err := errors.Join(rawRows(lo, b0*usPerMinute), rawRows(b1*usPerMinute, hi)); err != nil {
-		return nil, err
-	}
 	add := func(m, o, n int64) { out[bucket(m*usPerMinute)].N[o] += n }
-	return out, s.minutesRolled(ctx, &snap, oldest, b0, b1, add)
+	return out, s.minutesRolled(ctx, &snap, oldest, lo, hi, add, rawRows)
 }
 
 // minutesCounted calls add for each outcome of each minute in [m0, m1)
