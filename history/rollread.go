@@ -10,14 +10,14 @@ import (
 // from the rollups: the whole hours' counts, the first hour's less its
 // rows before lo, and the last hour's when every row of it is before hi;
 // the rows of the rest.
-func (s *sqliteStore) topRolled(ctx context.Context, snap *chunkSnap, list int, lo, hi int64, limit int) ([]count, error) {
+func (s *sqliteStore) topRolled(ctx context.Context, list int, lo, hi int64, limit int) ([]count, error) {
 	r := &s.roll
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.done()
-	oldest := snap.oldest()
-	if err := s.sync(ctx, snap, oldest); err != nil {
-		return nil, err
+	snap, oldest, lo, err := s.syncFrom(ctx, lo)
+	if err != nil || lo >= hi {
+		return []count{}, err
 	}
 	h0, h1 := split(lo, hi, usPerHour)
 	// Every hour needed first: rolling one up adds keys to the table, which
@@ -29,6 +29,13 @@ func (s *sqliteStore) topRolled(ctx context.Context, snap *chunkSnap, list int, 
 		c  *counts
 	}
 	var less []lessPart
+	if h0 == h1 { // retention left no whole hour
+		c, err := s.countSpan(ctx, snap, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, c)
+	}
 	for h := h0; h < h1; h++ {
 		if !snap.closed(h) {
 			parts = append(parts, r.open[h], r.smalls[h])
@@ -44,7 +51,7 @@ func (s *sqliteStore) topRolled(ctx context.Context, snap *chunkSnap, list int, 
 			parts = append(parts, c)
 		}
 	}
-	if start := h0 * usPerHour; lo < start {
+	if start := h0 * usPerHour; h0 != h1 && lo < start {
 		h := h0 - 1
 		var done bool
 		if snap.closed(h) && h*usPerHour >= oldest {
@@ -70,7 +77,7 @@ func (s *sqliteStore) topRolled(ctx context.Context, snap *chunkSnap, list int, 
 			parts = append(parts, c)
 		}
 	}
-	if end := h1 * usPerHour; hi > end {
+	if end := h1 * usPerHour; h0 != h1 && hi > end {
 		o, sm := r.open[h1], r.smalls[h1]
 		if !snap.closed(h1) && lastOf(o) < hi && lastOf(sm) < hi {
 			parts = append(parts, o, sm)
@@ -116,7 +123,24 @@ func lastOf(c *counts) int64 {
 	return c.last
 }
 
-// countSpan counts the rows of [lo, hi), inside one hour.
+// syncFrom loads the chunks and brings the rollups up to them (with
+// mu held: a read with chunks older than the last read's would count the
+// hours being written again), and returns them, the oldest row's key and
+// lo past it.
+func (s *sqliteStore) syncFrom(ctx context.Context, lo int64) (*chunkSnap, int64, int64, error) {
+	snap, err := s.index.load(ctx, s.r)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	oldest := snap.oldest()
+	if err := s.sync(ctx, &snap, oldest); err != nil {
+		return nil, 0, 0, err
+	}
+	return &snap, oldest, max(lo, oldest), nil
+}
+
+// countSpan counts the rows of [lo, hi) (their minutes are good inside
+// one hour only).
 func (s *sqliteStore) countSpan(ctx context.Context, snap *chunkSnap, lo, hi int64) (*counts, error) {
 	c := newCounts()
 	heads := append(slices.Clip(snap.overlapping(lo, hi)), snap.smalls...)
@@ -172,15 +196,19 @@ func (s *sqliteStore) prefixTo(ctx context.Context, snap *chunkSnap, h, lo int64
 // [lo, hi) starts in as the closed hour's minute less the hour's rows
 // before lo, that it ends in from the hour being written when every row
 // of it is before hi; raw counts the rest from the rows.
-func (s *sqliteStore) minutesRolled(ctx context.Context, snap *chunkSnap, oldest, lo, hi int64, add func(m, o, n int64), raw func(lo, hi int64) error) error {
+func (s *sqliteStore) minutesRolled(ctx context.Context, lo, hi int64, add func(m, o, n int64), raw func(lo, hi int64) error) error {
 	r := &s.roll
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.done()
-	if err := s.sync(ctx, snap, oldest); err != nil {
+	snap, oldest, lo, err := s.syncFrom(ctx, lo)
+	if err != nil || lo >= hi {
 		return err
 	}
 	m0, m1 := split(lo, hi, usPerMinute)
+	if m0 == m1 { // retention left no whole minute
+		return raw(lo, hi)
+	}
 	if start := m0 * usPerMinute; lo < start {
 		m, h := m0-1, floorDiv(m0-1, 60)
 		var done bool

@@ -105,7 +105,7 @@ func (s *sqliteStore) top(ctx context.Context, what, _ string, from, to time.Tim
 		return []count{}, nil
 	}
 	if h0, h1 := split(lo, hi, usPerHour); h0 != h1 {
-		return s.topRolled(ctx, &snap, listOf(what), lo, hi, limit)
+		return s.topRolled(ctx, listOf(what), lo, hi, limit)
 	}
 	return s.topRows(ctx, what, lo, hi, limit)
 }
@@ -307,7 +307,7 @@ func (s *sqliteStore) timeline(ctx context.Context, _ string, from, to time.Time
 		return out, rawRows(lo, hi)
 	}
 	add := func(m, o, n int64) { out[bucket(m*usPerMinute)].N[o] += n }
-	return out, s.minutesRolled(ctx, &snap, oldest, lo, hi, add, rawRows)
+	return out, s.minutesRolled(ctx, lo, hi, add, rawRows)
 }
 
 // minutesCounted calls add for each outcome of each minute in [m0, m1)
