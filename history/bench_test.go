@@ -101,7 +101,8 @@ func writerSteady(b *testing.B, fresh bool) {
 // NXDNS_HISTORY_ROWS set (10000000 for the figures of BENCHMARKS.md): a
 // week of a busy network written to NXDNS_HISTORY_DB (kept, and reused
 // when it already holds the rows), then its size per row, the reads'
-// times (the median of 7) and the resident memory with it open.
+// times (the median of 7), the CPU time of a refresh of the dashboard's
+// overview (overview) and the resident memory with it open.
 func TestTenMillionRows(t *testing.T) {
 	h, now, rssOff := tenMillionRows(t)
 	srv := api(t, h)

@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -18,6 +19,10 @@ import (
 // retention deletes the oldest and cuts the one on its cutoff, so the old
 // end is the table's first sealed row. The small chunks, at most
 // maxSmalls, come after the newest sealed one and are read each time.
+//
+// mu is held over a load's queries (two seeks by rowid and the chunks
+// after the newest known): two loads at once would append the same new
+// chunks twice.
 type chunkIndex struct {
 	mu     sync.Mutex  // guards following
 	sealed []chunkHead // ascending ids and keys; elements never change in place (snapshots share the array)
@@ -83,7 +88,7 @@ func (x *chunkIndex) load(ctx context.Context, db *sql.DB) (chunkSnap, error) {
 	// The old end.
 	var id, first int64
 	err = db.QueryRowContext(ctx, `SELECT id, first FROM chunks WHERE sealed = 1 ORDER BY id LIMIT 1`).Scan(&id, &first)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		x.sealed = nil
 		snap.sealed = nil
 		return snap, nil

@@ -178,7 +178,8 @@ func (r *rollups) rollup(c *counts) *hourRollup {
 // sync brings the rollups up to what snap holds: it forgets the hours
 // retention deleted rows of (oldest is snap's), counts the sealed chunks
 // added since the last read into the hours not closed, and keeps those
-// that closed.
+// that closed; and the small chunks. A read cancelled half-way leaves
+// the counts as they were (countInto): no chunk is counted twice.
 func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) error {
 	r := &s.roll
 	if r.hours == nil {
@@ -197,31 +198,19 @@ func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) e
 	if r.prefix != nil && r.prefixOf*usPerHour < oldest {
 		r.prefix = nil
 	}
-	at := func(h int64) *counts {
-		if h*usPerHour < oldest {
-			return nil // counted from the rows left when asked for
-		}
-		c := r.open[h]
-		if c == nil {
-			c = newCounts()
-			r.open[h] = c
-		}
-		return c
-	}
 	newest := snap.newest()
 	// Where the last read stopped; from the newest sealed chunk's hour
 	// when it is not in snap as it was (the first read, or retention
 	// reached it).
 	i, found := slices.BinarySearchFunc(snap.sealed, r.folded.id, func(h chunkHead, id int64) int { return cmpKey(h.id, id) })
 	if !r.inited || r.folded.id != 0 && (!found || snap.sealed[i].last != r.folded.last) {
-		clear(r.open)
-		r.folded, r.inited = newest, true
-		if newest.id != 0 && !snap.closed(floorDiv(newest.last, usPerHour)) {
-			h := floorDiv(newest.last, usPerHour)
-			if err := s.countRows(ctx, snap.overlapping(h*usPerHour, newest.last+1), h*usPerHour, newest.last+1, at); err != nil {
+		open := map[int64]*counts{}
+		if h := floorDiv(newest.last, usPerHour); newest.id != 0 && !snap.closed(h) {
+			if err := s.countInto(ctx, open, snap.overlapping(h*usPerHour, newest.last+1), h*usPerHour, newest.last+1, oldest); err != nil {
 				return err
 			}
 		}
+		r.open, r.folded, r.inited = open, newest, true
 	} else {
 		if r.folded.id == 0 {
 			i = 0
@@ -229,7 +218,7 @@ func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) e
 			i++
 		}
 		if fresh := snap.sealed[i:]; len(fresh) > 0 {
-			if err := s.countRows(ctx, fresh, -1<<62, 1<<62, at); err != nil {
+			if err := s.countInto(ctx, r.open, fresh, -1<<62, 1<<62, oldest); err != nil {
 				return err
 			}
 			r.folded = newest
@@ -244,7 +233,7 @@ func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) e
 			continue
 		}
 		if err := s.resolve(ctx, c); err != nil {
-			return err
+			return err // counted from its rows when asked for
 		}
 		if hr := r.rollup(c); hr != nil {
 			r.hours[h] = hr
@@ -253,25 +242,47 @@ func (s *sqliteStore) sync(ctx context.Context, snap *chunkSnap, oldest int64) e
 	// The small chunks: a small chunk never changes, new ones come after
 	// the others until a seal deletes them all, so only the new ones are
 	// counted unless one counted is gone.
-	fresh := snap.smalls
-	if n := len(r.smallsOf); r.smalls != nil && n <= len(fresh) && slices.Equal(r.smallsOf, fresh[:n]) {
-		fresh = fresh[n:]
-	} else {
-		r.smalls = map[int64]*counts{}
-		r.smallsOf = r.smallsOf[:0]
-	}
-	if len(fresh) > 0 {
-		r.smallsOf = append(r.smallsOf, fresh...)
-		err := s.countRows(ctx, fresh, -1<<62, 1<<62, func(h int64) *counts {
-			c := r.smalls[h]
-			if c == nil {
-				c = newCounts()
-				r.smalls[h] = c
+	if n := len(r.smallsOf); r.smalls != nil && n <= len(snap.smalls) && slices.Equal(r.smallsOf, snap.smalls[:n]) {
+		if fresh := snap.smalls[n:]; len(fresh) > 0 {
+			if err := s.countInto(ctx, r.smalls, fresh, -1<<62, 1<<62, oldest); err != nil {
+				return err
 			}
-			return c
-		})
-		if err != nil {
-			return err
+			r.smallsOf = append(r.smallsOf, fresh...)
+		}
+		return nil
+	}
+	smalls := map[int64]*counts{}
+	if err := s.countInto(ctx, smalls, snap.smalls, -1<<62, 1<<62, oldest); err != nil {
+		return err
+	}
+	r.smalls, r.smallsOf = smalls, slices.Clone(snap.smalls)
+	return nil
+}
+
+// countInto counts the rows of heads in [lo, hi) of the hours from
+// oldest on, by hour, and adds them to into's only when every chunk was
+// read: after an error into is as it was.
+func (s *sqliteStore) countInto(ctx context.Context, into map[int64]*counts, heads []chunkHead, lo, hi, oldest int64) error {
+	got := map[int64]*counts{}
+	err := s.countRows(ctx, heads, lo, hi, func(h int64) *counts {
+		if h*usPerHour < oldest {
+			return nil // counted from the rows left when asked for
+		}
+		c := got[h]
+		if c == nil {
+			c = newCounts()
+			got[h] = c
+		}
+		return c
+	})
+	if err != nil {
+		return err
+	}
+	for h, c := range got {
+		if into[h] == nil {
+			into[h] = c
+		} else {
+			into[h].add(c)
 		}
 	}
 	return nil

@@ -62,6 +62,30 @@ func newCounts() *counts {
 	return c
 }
 
+// add adds o's counts to c's.
+func (c *counts) add(o *counts) {
+	for l := range 2 {
+		for k, n := range o.names[l] {
+			c.names[l][k] += n
+		}
+		c.bound(l)
+		for id, n := range o.ids[l] {
+			c.ids[l][id] += n
+		}
+		for id, k := range o.keys[l] {
+			c.keys[l][id] = k
+		}
+	}
+	for m := range c.minutes {
+		for x, n := range o.minutes[m] {
+			c.minutes[m][x] += n
+		}
+	}
+	c.last = max(c.last, o.last)
+	c.pruned = c.pruned || o.pruned
+	c.views = [numLists]*view{}
+}
+
 func (c *counts) addName(list int, b []byte, n int64) {
 	m := c.names[list]
 	if _, ok := m[string(b)]; ok {
@@ -69,7 +93,12 @@ func (c *counts) addName(list int, b []byte, n int64) {
 	} else {
 		m[string(b)] = n
 	}
-	if len(m) > 2*maxTopKeys {
+	c.bound(list)
+}
+
+// bound keeps list's names to maxTopKeys when they are twice as many.
+func (c *counts) bound(list int) {
+	if m := c.names[list]; len(m) > 2*maxTopKeys {
 		prune(m, maxTopKeys)
 		c.pruned = true
 	}
