@@ -32,3 +32,51 @@ func OpenWithoutBudget(cfg config.History) (*History, error) {
 	}
 	return startWith(s, cfg, zap.NewNop(), time.Now, options{noBudget: true}), nil
 }
+
+// Rollups reports what the SQLite store's rollups hold: the closed hours
+// kept, the keys of its table, and an estimate of their bytes (the
+// entries' and keys' own, a map entry at 48 bytes, the chunk kept
+// decoded).
+func Rollups(h *History) (hours, keys int, bytes int64) {
+	s, ok := h.st.(*sqliteStore)
+	if !ok {
+		return 0, 0, 0
+	}
+	r := &s.roll
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	const mapEntry = 48
+	for _, hr := range r.hours {
+		bytes += int64(len(hr.minutes)*numOutcomes*8) + mapEntry
+		for _, l := range hr.lists {
+			bytes += int64(len(l) * 8)
+		}
+	}
+	for _, k := range r.keys.text {
+		bytes += int64(len(k)) + 16 + 4 + mapEntry
+	}
+	counted := func(c *counts) {
+		if c == nil {
+			return
+		}
+		bytes += int64(len(c.minutes) * numOutcomes * 8)
+		for l := range 2 {
+			for k := range c.names[l] {
+				bytes += int64(len(k)) + mapEntry
+			}
+			bytes += int64(len(c.ids[l])+len(c.keys[l])) * mapEntry
+		}
+	}
+	for _, c := range r.open {
+		counted(c)
+	}
+	for _, c := range r.smalls {
+		counted(c)
+	}
+	counted(r.prefix)
+	bytes += int64(cap(r.held.nb) + cap(r.held.cb) + cap(r.dense)*8 + cap(r.in))
+	for _, v := range r.held.c.vals {
+		bytes += int64(cap(v) * 8)
+	}
+	return len(r.hours), len(r.keys.ids), bytes
+}

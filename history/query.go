@@ -101,22 +101,23 @@ type chunkHead struct {
 }
 
 // heads are the chunks that may hold keys in [lo, hi), newest first: the
-// small ones (in no order), then the sealed ones.
+// small ones, then the sealed ones.
 func (s *sqliteStore) heads(ctx context.Context, lo, hi int64) ([]chunkHead, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, first, last, sealed FROM chunks WHERE first < ? AND last >= ? ORDER BY sealed, id DESC`, hi, lo)
+	snap, err := s.index.load(ctx, s.r)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []chunkHead
-	for rows.Next() {
-		var h chunkHead
-		if err := rows.Scan(&h.id, &h.first, &h.last, &h.sealed); err != nil {
-			return nil, err
+	for i := len(snap.smalls) - 1; i >= 0; i-- {
+		if h := snap.smalls[i]; h.first < hi && h.last >= lo {
+			out = append(out, h)
 		}
-		out = append(out, h)
 	}
-	return out, rows.Err()
+	sealed := snap.overlapping(lo, hi)
+	for i := len(sealed) - 1; i >= 0; i-- {
+		out = append(out, sealed[i])
+	}
+	return out, nil
 }
 
 // scan appends to into the newest rows in [lo, hi) that m matches, until
@@ -129,9 +130,21 @@ func (s *sqliteStore) scan(ctx context.Context, m *matcher, lo, hi int64, want i
 	var c chunk
 	var names []int64
 	var small []chunkRow // the small chunks' matches, sorted at their end
+	newest := func() {   // small's newest want matches, newest first
+		slices.SortFunc(small, func(a, b chunkRow) int { return cmpKey(b.key, a.key) })
+		small = small[:min(len(small), want-len(into))]
+	}
 	for i, h := range heads {
 		if len(into) >= want {
 			break
+		}
+		if !h.sealed && len(small) >= want-len(into) && h.last < small[len(small)-1].key {
+			// Every row of this small chunk is older than the matches
+			// kept: none of them can be on the page.
+			if i+1 == len(heads) || heads[i+1].sealed {
+				into = append(into, small...)
+			}
+			continue
 		}
 		err := s.blobs(ctx, h.id, m.name == "", func(nb, cb []byte) (bool, error) {
 			if m.name != "" {
@@ -150,7 +163,10 @@ func (s *sqliteStore) scan(ctx context.Context, m *matcher, lo, hi int64, want i
 			if h.sealed {
 				into, err = c.match(m, names, lo, hi, want-len(into), into)
 			} else {
-				small, err = c.match(m, names, lo, hi, 1<<30, small)
+				// The chunk's newest want at most, and of all the small
+				// chunks' so far the newest want.
+				small, err = c.match(m, names, lo, hi, want-len(into), small)
+				newest()
 			}
 			return false, err
 		})
@@ -159,8 +175,8 @@ func (s *sqliteStore) scan(ctx context.Context, m *matcher, lo, hi int64, want i
 		}
 		if !h.sealed && (i+1 == len(heads) || heads[i+1].sealed) {
 			// The small chunks are done: their rows, newest first.
-			slices.SortFunc(small, func(a, b chunkRow) int { return cmpKey(b.key, a.key) })
-			into = append(into, small[:min(len(small), want-len(into))]...)
+			newest()
+			into = append(into, small...)
 		}
 	}
 	return into, nil

@@ -89,6 +89,9 @@ type sqliteStore struct {
 	// Owned by the writer goroutine.
 	wr *writer
 
+	index chunkIndex // the sealed chunks' heads, for the reads
+	roll  rollups    // the top lists' and the timeline's counts by hour
+
 	path         string
 	chunk        int          // rows deleted per maintain call: deleteChunk (tests make it small)
 	rowsPerChunk int          // rows of a sealed chunk at most: chunkRows (tests make it small)

@@ -21,14 +21,11 @@ const (
 // counters of the bucket it is in may count rows already deleted, so
 // reads take that bucket from the rows.
 func (s *sqliteStore) oldest(ctx context.Context) (int64, error) {
-	var k sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(first) FROM chunks`).Scan(&k); err != nil {
+	snap, err := s.index.load(ctx, s.r)
+	if err != nil {
 		return 0, err
 	}
-	if !k.Valid {
-		return 1 << 62, nil
-	}
-	return k.Int64, nil
+	return snap.oldest(), nil
 }
 
 // eachRow calls fn for every row in [lo, hi), the columns cols decoded
@@ -94,21 +91,32 @@ func split(lo, hi, g int64) (b0, b1 int64) {
 }
 
 func (s *sqliteStore) top(ctx context.Context, what, _ string, from, to time.Time, limit int) ([]count, error) {
-	oldest, err := s.oldest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lo, hi := max(s.key(from), oldest), s.key(to)
-	if lo >= hi {
-		return []count{}, nil
-	}
 	switch what {
-	case TopDomains, TopBlocked:
-		return s.topNames(ctx, what == TopBlocked, lo, hi, limit)
-	case TopClients, TopUpstreams:
+	case TopDomains, TopBlocked, TopClients, TopUpstreams:
 	default:
 		return nil, errors.New("history: unknown top list")
 	}
+	snap, err := s.index.load(ctx, s.r)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := max(s.key(from), snap.oldest()), s.key(to)
+	if lo >= hi {
+		return []count{}, nil
+	}
+	if h0, h1 := split(lo, hi, usPerHour); h0 != h1 {
+		return s.topRolled(ctx, listOf(what), lo, hi, limit)
+	}
+	return s.topRows(ctx, what, lo, hi, limit)
+}
+
+// topRows counts a top list of [lo, hi) from the rows and the counters
+// of minutes.
+func (s *sqliteStore) topRows(ctx context.Context, what string, lo, hi int64, limit int) ([]count, error) {
+	if what == TopDomains || what == TopBlocked {
+		return s.topNames(ctx, what == TopBlocked, lo, hi, limit)
+	}
+	var err error
 	seenWhat, col := seenClient, colClient
 	if what == TopUpstreams {
 		seenWhat, col = seenUpstream, colUpstream
@@ -274,10 +282,11 @@ func (s *sqliteStore) timeline(ctx context.Context, _ string, from, to time.Time
 	for b := first; b <= last; b++ {
 		out = append(out, bucket{Time: time.UnixMicro(b * st).UTC()})
 	}
-	oldest, err := s.oldest(ctx)
+	snap, err := s.index.load(ctx, s.r)
 	if err != nil {
 		return nil, err
 	}
+	oldest := snap.oldest()
 	lo, hi := max(s.key(from), oldest), s.key(to)
 	if lo >= hi {
 		return out, nil
@@ -297,22 +306,26 @@ func (s *sqliteStore) timeline(ctx context.Context, _ string, from, to time.Time
 	if b0 == b1 {
 		return out, rawRows(lo, hi)
 	}
-	if err := errors.Join(rawRows(lo, b0*usPerMinute), rawRows(b1*usPerMinute, hi)); err != nil {
-		return nil, err
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT minute, outcome, n FROM minutes WHERE minute >= ? AND minute < ?`, b0, b1)
+	add := func(m, o, n int64) { out[bucket(m*usPerMinute)].N[o] += n }
+	return out, s.minutesRolled(ctx, lo, hi, add, rawRows)
+}
+
+// minutesCounted calls add for each outcome of each minute in [m0, m1)
+// that the counters of minutes hold.
+func (s *sqliteStore) minutesCounted(ctx context.Context, m0, m1 int64, add func(m, o, n int64)) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT minute, outcome, n FROM minutes WHERE minute >= ? AND minute < ?`, m0, m1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var m, o, n int64
 		if err := rows.Scan(&m, &o, &n); err != nil {
-			return nil, err
+			return err
 		}
 		if o >= 0 && o < numOutcomes {
-			out[bucket(m*usPerMinute)].N[o] += n
+			add(m, o, n)
 		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
