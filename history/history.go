@@ -286,9 +286,18 @@ func (h *History) run() {
 				h.maintained <- maintain
 			}
 		}
-		var wait <-chan time.Time
-		if !maintain {
-			wait = tick.C
+		// With maintenance left, the rows waiting come first, then the
+		// next chunk (wait is then always ready); without, the writer
+		// waits for rows or the tick.
+		wait := tick.C
+		if maintain {
+			if len(h.queue) > 0 {
+				var m bool
+				batch, m = h.take(batch, <-h.queue)
+				maintain = m || maintain
+				continue
+			}
+			wait = ready
 		}
 		select {
 		case r := <-h.queue:
@@ -302,24 +311,16 @@ func (h *History) run() {
 		case <-h.stop:
 			h.stopped(batch)
 			return
-		default:
-			if !maintain {
-				// Nothing to do: wait for rows or the tick.
-				select {
-				case r := <-h.queue:
-					batch, maintain = h.take(batch, r)
-				case <-wait:
-					maintain = true
-				case ack := <-h.syncReq:
-					batch = h.synced(batch, ack)
-				case <-h.stop:
-					h.stopped(batch)
-					return
-				}
-			}
 		}
 	}
 }
+
+// ready is a channel that is always ready: a select on it does not wait.
+var ready = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
 
 // take writes a batch that begins with r and gathers what follows it
 // (gather), in batch's memory, and answers a Sync that came meanwhile.

@@ -546,13 +546,7 @@ func (s *pgStore) rowsOnce(ctx context.Context, f filter) (page, error) {
 	if err := rows.Err(); err != nil {
 		return page{}, classifyPG(err)
 	}
-	var p page
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		p.Next = out[len(out)-1].key
-	}
-	p.Rows = out
-	return p, nil
+	return pageOf(out, f.Limit), nil
 }
 
 // parseAddr spells an address as the writer does.

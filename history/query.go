@@ -85,13 +85,7 @@ func (s *sqliteStore) rows(ctx context.Context, f filter) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	var p page
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		p.Next = out[len(out)-1].key
-	}
-	p.Rows = out
-	return p, nil
+	return pageOf(out, f.Limit), nil
 }
 
 // chunkHead is a chunk's row in the table without its blobs.

@@ -74,6 +74,17 @@ type page struct {
 	Next int64
 }
 
+// pageOf is the page of the first limit of rows, newest first, read one
+// more than limit to know whether a page comes after.
+func pageOf(rows []entry, limit int) page {
+	p := page{Rows: rows}
+	if len(rows) > limit {
+		p.Rows = rows[:limit]
+		p.Next = p.Rows[limit-1].key
+	}
+	return p
+}
+
 // count is one line of GET /api/stats/top.
 type count struct {
 	Key   string

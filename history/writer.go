@@ -514,17 +514,8 @@ func (wr *writer) dict(tx *txn, cache map[string]int64, text string, sel, ins *s
 	if id, ok := cache[text]; ok {
 		return id, nil
 	}
-	var id int64
-	err := sel.QueryRow(text).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		res, err := ins.Exec(text)
-		if err != nil {
-			return 0, err
-		}
-		if id, err = res.LastInsertId(); err != nil {
-			return 0, err
-		}
-	} else if err != nil {
+	id, err := lookupOrAdd(sel, ins, text)
+	if err != nil {
 		return 0, err
 	}
 	if len(cache) >= dictCap {
@@ -543,17 +534,8 @@ func (wr *writer) client(tx *txn, r *Row) (int64, error) {
 	if k.addr.IsValid() {
 		addr = k.addr.String()
 	}
-	var id int64
-	err := wr.clientID.QueryRow(addr, r.ClientName).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		res, err := wr.insClient.Exec(addr, r.ClientName)
-		if err != nil {
-			return 0, err
-		}
-		if id, err = res.LastInsertId(); err != nil {
-			return 0, err
-		}
-	} else if err != nil {
+	id, err := lookupOrAdd(wr.clientID, wr.insClient, addr, r.ClientName)
+	if err != nil {
 		return 0, err
 	}
 	if len(wr.clients) >= dictCap {
@@ -561,4 +543,19 @@ func (wr *writer) client(tx *txn, r *Row) (int64, error) {
 	}
 	wr.clients[k] = id
 	return id, nil
+}
+
+// lookupOrAdd returns the id sel finds for args, or the one ins gives
+// them as a new entry.
+func lookupOrAdd(sel, ins *sql.Stmt, args ...any) (int64, error) {
+	var id int64
+	err := sel.QueryRow(args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		res, err := ins.Exec(args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	return id, err
 }
