@@ -385,7 +385,7 @@ func (m *match) decision(lr *listRules, allowed bool, s *snapshot, d *Decision) 
 }
 
 // count counts a blocked decision in nxdns_blocked_total.
-func (d Decision) count() {
+func (d *Decision) count() {
 	if !d.Blocked {
 		return
 	}
