@@ -85,8 +85,8 @@ func (h *Handler) clientNames(s *scratch, dst []string) []string {
 // blocked answer for the name it asked, naming the list that matched.
 // Otherwise the answer goes as it is.
 func (h *Handler) inspect(s *scratch, m *dns.Msg, out []byte, rcode int) (*dns.Msg, []byte, int) {
-	if s.allowed || !h.block.Inspects() {
-		return m, out, rcode
+	if s.allowed || !h.block.Inspects() || !hasChain(m, out) {
+		return m, out, rcode // nearly every answer holds no chain: nothing to decide
 	}
 	d, ok := h.decideChain(s, m, out)
 	if !ok {
@@ -177,18 +177,7 @@ func (c *chainDecider) decide(qname []byte) bool {
 // the transport's checks, so that is a section cut short, and what was
 // read is still decided on.
 func walkChain(msg []byte, c *chainDecider, qname []byte) bool {
-	if len(msg) < dnsmsg.HeaderLen {
-		return false
-	}
-	qd, an := int(binary.BigEndian.Uint16(msg[4:])), int(binary.BigEndian.Uint16(msg[6:]))
-	off := dnsmsg.HeaderLen
-	for range qd {
-		end := dnsmsg.NameEnd(msg, off)
-		if end < 0 || end+4 > len(msg) {
-			return false
-		}
-		off = end + 4
-	}
+	off, an := answerSection(msg)
 	var name [maxNameLen]byte
 	for range an {
 		end := dnsmsg.NameEnd(msg, off)
@@ -205,6 +194,57 @@ func walkChain(msg []byte, c *chainDecider, qname []byte) bool {
 			if target, ok := expandName(msg[:next], rdata, name[:0]); ok && c.add(target, qname) {
 				return true
 			}
+		}
+		off = next
+	}
+	return false
+}
+
+// answerSection returns the offset of msg's answer section and its
+// record count, or 0 records when the question section cannot be read.
+func answerSection(msg []byte) (off, an int) {
+	if len(msg) < dnsmsg.HeaderLen {
+		return 0, 0
+	}
+	qd, an := int(binary.BigEndian.Uint16(msg[4:])), int(binary.BigEndian.Uint16(msg[6:]))
+	off = dnsmsg.HeaderLen
+	for range qd {
+		end := dnsmsg.NameEnd(msg, off)
+		if end < 0 || end+4 > len(msg) {
+			return 0, 0
+		}
+		off = end + 4
+	}
+	return off, an
+}
+
+// hasChain reports whether the answer section of m, or of the bytes out
+// when m is nil, holds a CNAME or DNAME record that walkChain (or
+// decideChain's loop over m) would hand on: the cheap test that spares an
+// answer without one the decision's setup. For bytes it reads as far as
+// walkChain would.
+func hasChain(m *dns.Msg, out []byte) bool {
+	if m != nil {
+		for _, rr := range m.Answer {
+			switch rr.(type) {
+			case *dns.CNAME, *dns.DNAME:
+				return true
+			}
+		}
+		return false
+	}
+	off, an := answerSection(out)
+	for range an {
+		end := dnsmsg.NameEnd(out, off)
+		if end < 0 || end+10 > len(out) {
+			return false
+		}
+		next := end + 10 + int(binary.BigEndian.Uint16(out[end+8:]))
+		if next > len(out) {
+			return false
+		}
+		if typ := binary.BigEndian.Uint16(out[end:]); typ == dns.TypeCNAME || typ == dns.TypeDNAME {
+			return true
 		}
 		off = next
 	}
