@@ -19,9 +19,7 @@ import (
 // text and hashed again at start.
 var seed = rand.Uint64() | 1
 
-const (
-	prime1 = 0xa0761d6478bd642f // wyhash's secret: odd, half its bits set
-)
+const prime1 = 0xa0761d6478bd642f // wyhash's secret: odd, half its bits set
 
 // mum multiplies to 128 bits and folds the halves: every bit of a and b
 // reaches most bits of the result, the top bits (which place a key)
