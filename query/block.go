@@ -219,10 +219,11 @@ func answerSection(msg []byte) (off, an int) {
 }
 
 // hasChain reports whether the answer section of m, or of the bytes out
-// when m is nil, holds a CNAME or DNAME record that walkChain (or
+// when m is nil, may hold a CNAME or DNAME record that walkChain (or
 // decideChain's loop over m) would hand on: the cheap test that spares an
-// answer without one the decision's setup. For bytes it reads as far as
-// walkChain would.
+// answer without one the decision's setup. In bytes it steps over names
+// without following their pointers (skipName), so it reads at least as
+// far as walkChain: false means walkChain would find no target.
 func hasChain(m *dns.Msg, out []byte) bool {
 	if m != nil {
 		for _, rr := range m.Answer {
@@ -233,9 +234,19 @@ func hasChain(m *dns.Msg, out []byte) bool {
 		}
 		return false
 	}
-	off, an := answerSection(out)
+	if len(out) < dnsmsg.HeaderLen {
+		return false
+	}
+	qd, an := int(binary.BigEndian.Uint16(out[4:])), int(binary.BigEndian.Uint16(out[6:]))
+	off := dnsmsg.HeaderLen
+	for range qd {
+		if off = skipName(out, off); off < 0 || off+4 > len(out) {
+			return false
+		}
+		off += 4
+	}
 	for range an {
-		end := dnsmsg.NameEnd(out, off)
+		end := skipName(out, off)
 		if end < 0 || end+10 > len(out) {
 			return false
 		}
@@ -249,6 +260,30 @@ func hasChain(m *dns.Msg, out []byte) bool {
 		off = next
 	}
 	return false
+}
+
+// skipName returns the offset just past the name at msg[off:], its
+// labels and the pointer that may end it, or -1 when it runs past msg or
+// holds a label type RFC 1035 does not define. It checks nothing else
+// (dnsmsg.NameEnd does, following the pointers): it fails only where
+// NameEnd fails too.
+func skipName(msg []byte, off int) int {
+	for off < len(msg) {
+		switch c := int(msg[off]); {
+		case c == 0:
+			return off + 1
+		case c&0xC0 == 0xC0:
+			if off+1 >= len(msg) {
+				return -1
+			}
+			return off + 2
+		case c&0xC0 != 0:
+			return -1
+		default:
+			off += 1 + c
+		}
+	}
+	return -1
 }
 
 // expandName appends the name at msg[off:] to dst in wire format, its
