@@ -45,9 +45,27 @@ func (h *Handler) answerBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	return h.decideBlocked(s)
 }
 
+// decideBlocked decides on the name as the client wrote it, or, when its
+// question holds a compression pointer, as decidePacked packs it.
 func (h *Handler) decideBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
+	qname := s.req.plainName()
+	if qname == nil {
+		return h.decidePacked(s)
+	}
+	return h.decideName(s, qname)
+}
+
+// decidePacked is decideBlocked for a question that holds a pointer,
+// with a buffer for the name packed (kept off decideBlocked's frame,
+// where it would be zeroed for every query).
+//
+//go:noinline
+func (h *Handler) decidePacked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	var name [maxNameLen]byte
-	qname := s.req.wireName(&name)
+	return h.decideName(s, s.req.wireName(&name))
+}
+
+func (h *Handler) decideName(s *scratch, qname []byte) (*dns.Msg, []byte, int, bool) {
 	var nb [clientNamesMax]string
 	d := h.block.Decide(s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
 	s.allowed = d.Allowed
@@ -312,14 +330,23 @@ func expandName(msg []byte, off int, dst []byte) ([]byte, bool) {
 // question holds no compression pointer (as nearly every query's does),
 // else the name packed into buf.
 func (r *request) wireName(buf *[maxNameLen]byte) []byte {
-	if n := dnsmsg.QuestionLen(r.raw[dnsmsg.HeaderLen:]); n > 0 {
-		return r.raw[dnsmsg.HeaderLen : dnsmsg.HeaderLen+n-4]
+	if name := r.plainName(); name != nil {
+		return name
 	}
 	end, err := dns.PackDomainName(r.question[0].Name, buf[:], 0, nil, false)
 	if err != nil {
 		return nil // never blocked: Decide refuses a malformed name
 	}
 	return buf[:end]
+}
+
+// plainName is the name asked in wire format as the client wrote it, or
+// nil when its question holds a compression pointer.
+func (r *request) plainName() []byte {
+	if n := dnsmsg.QuestionLen(r.raw[dnsmsg.HeaderLen:]); n > 0 {
+		return r.raw[dnsmsg.HeaderLen : dnsmsg.HeaderLen+n-4]
+	}
+	return nil
 }
 
 // blocked builds in buf the blocked answer to r by a's mode, and returns
