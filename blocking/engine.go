@@ -191,19 +191,27 @@ type Decision struct {
 // too. A blocked decision is counted in nxdns_blocked_total. A malformed
 // name is never blocked.
 func (e *Engine) Decide(client netip.Addr, clientNames []string, qname []byte) Decision {
+	var d Decision
+	e.DecideTo(&d, client, clientNames, qname)
+	return d
+}
+
+// DecideTo is Decide writing the decision into *d, the query path's form:
+// a Decision copied just after it was written costs a stalled load.
+func (e *Engine) DecideTo(d *Decision, client netip.Addr, clientNames []string, qname []byte) {
 	s := e.active()
 	if s == nil {
-		return Decision{}
+		*d = Decision{}
+		return
 	}
 	var union listBits
 	g, lists := s.groupsOf(client, clientNames, &union)
-	var d Decision
-	if !s.decideWire(qname, lists, &d) {
-		return Decision{}
+	if !s.decideWire(qname, lists, d) {
+		*d = Decision{}
+		return
 	}
 	d.groups = g
 	d.count()
-	return d
 }
 
 // DecideChain is CNAME inspection (spec section 11) of an answer to qname

@@ -67,7 +67,8 @@ func (h *Handler) decidePacked(s *scratch) (*dns.Msg, []byte, int, bool) {
 
 func (h *Handler) decideName(s *scratch, qname []byte) (*dns.Msg, []byte, int, bool) {
 	var nb [clientNamesMax]string
-	d := h.block.Decide(s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
+	var d blocking.Decision
+	h.block.DecideTo(&d, s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
 	s.allowed = d.Allowed
 	if !d.Blocked {
 		return nil, nil, 0, false
