@@ -196,9 +196,10 @@ func (m *Manager) Check(name string, client netip.Addr) (CheckResult, error) {
 		return res, nil
 	}
 	res.Paused = m.engine.pausedNow()
-	g, lists := s.groupsOf(client, nil)
+	var union listBits
+	g, lists := s.groupsOf(client, nil, &union)
 	var d Decision
-	s.decideWire(wire, &lists, &d) // WireName makes only well-formed names
+	s.decideWire(wire, lists, &d) // WireName makes only well-formed names
 	d.groups = g
 	res.Groups = d.GroupNames()
 	if res.Paused {

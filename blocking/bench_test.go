@@ -176,3 +176,30 @@ func BenchmarkYardstickMap5(b *testing.B) {
 		b.Fatal("no key found")
 	}
 }
+
+// BenchmarkDecideHits1M is the decision nxdnsbench's hits row asks of the
+// 1M rules for every query: 1,000 names under bench.example, none
+// blocked, over and over (so the lines of the table and filter they
+// touch stay in the caches, as on a busy resolver's hit path).
+func BenchmarkDecideHits1M(b *testing.B) {
+	path, _ := benchList(b)
+	m := benchManager(b, path)
+	m.Start(context.Background())
+	defer m.Close()
+	wires := make([][]byte, 1000)
+	for i := range wires {
+		wires[i] = wire(b, fmt.Sprintf("h%d.bench.example.", i))
+		if d := m.Engine().Decide(client1, nil, wires[i]); d.Blocked || d.Allowed {
+			b.Fatalf("%s: %+v", wires[i], d)
+		}
+	}
+	e := m.Engine()
+	b.ReportAllocs()
+	cpu := startCPU(b)
+	i := 0
+	for b.Loop() {
+		e.Decide(client1, nil, wires[i%len(wires)])
+		i++
+	}
+	cpu.report(b, i)
+}

@@ -45,11 +45,71 @@ func NewEngine(now func() time.Time) *Engine {
 // snapshot is every rule in force at one moment: a query reads one, so it
 // sees a list's old copy or its new one, never a mix.
 type snapshot struct {
+	// views holds what settles a name no rule names, read first: every
+	// hashed set's filter, whatever the client's groups, unless some set
+	// has a regular expression (then nil). Kept here, beside the rest of
+	// the snapshot, so that such a name (most names a resolver is asked)
+	// costs the snapshot's lines and the filters' words, not the pointers
+	// from the snapshot through the lists to their sets.
+	views []setView
+
 	lists  []*listRules // by list index: the enabled lists in configured order
 	groups []group      // configured order; the default group last
 	custom *listRules   // the custom rules, named "rule", for every client; never nil
 	cname  bool         // cname_inspection
 	answer Answer       // what a blocked query is answered
+}
+
+// setView is a set's filter and label masks, copied (the filter shared).
+type setView struct {
+	filter                   []uint64
+	exactLabels, belowLabels uint64
+}
+
+// prepare fills s.views from its sets, once they are in place.
+func (s *snapshot) prepare() {
+	s.views = nil
+	var views []setView
+	for _, lr := range append([]*listRules{s.custom}, s.lists...) {
+		switch {
+		case lr.set == nil || lr.set.homes == 0 && len(lr.set.regexps) == 0:
+			continue // nothing to look up
+		case len(lr.set.regexps) > 0:
+			return // a regexp can match any name: no quick answer
+		}
+		views = append(views, setView{filter: lr.set.filter, exactLabels: lr.set.exactLabels, belowLabels: lr.set.belowLabels})
+	}
+	if views == nil {
+		views = []setView{} // no hashed rule: every name is settled at once
+	}
+	s.views = views
+}
+
+// namesNothing reports whether no rule of any set in s can name the name
+// whose suffixes' hashes are hs (the filters reject every suffix): the
+// decision is that nothing matched. false says nothing.
+func (s *snapshot) namesNothing(hs []uint64) bool {
+	if s.views == nil {
+		return false
+	}
+	n := len(hs)
+	for vi := range s.views {
+		v := &s.views[vi]
+		words := uint64(len(v.filter))
+		for i, h := range hs {
+			lengths, x := v.belowLabels, h&^flagMask^belowTweak
+			if i == 0 {
+				lengths, x = v.exactLabels, h&^flagMask
+			}
+			if lengths&labelBit(n-i) == 0 {
+				continue
+			}
+			if w, b := filterWord(x, words); v.filter[w]&b == b {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Answer is how a blocked query is answered (blocking.answer,
@@ -131,18 +191,27 @@ type Decision struct {
 // too. A blocked decision is counted in nxdns_blocked_total. A malformed
 // name is never blocked.
 func (e *Engine) Decide(client netip.Addr, clientNames []string, qname []byte) Decision {
+	var d Decision
+	e.DecideTo(&d, client, clientNames, qname)
+	return d
+}
+
+// DecideTo is Decide writing the decision into *d, the query path's form:
+// a Decision copied just after it was written costs a stalled load.
+func (e *Engine) DecideTo(d *Decision, client netip.Addr, clientNames []string, qname []byte) {
 	s := e.active()
 	if s == nil {
-		return Decision{}
+		*d = Decision{}
+		return
 	}
-	g, lists := s.groupsOf(client, clientNames)
-	var d Decision
-	if !s.decideWire(qname, &lists, &d) {
-		return Decision{}
+	var union listBits
+	g, lists := s.groupsOf(client, clientNames, &union)
+	if !s.decideWire(qname, lists, d) {
+		*d = Decision{}
+		return
 	}
 	d.groups = g
 	d.count()
-	return d
 }
 
 // DecideChain is CNAME inspection (spec section 11) of an answer to qname
@@ -158,9 +227,10 @@ func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []by
 	if s == nil || !s.cname || len(chain) == 0 {
 		return Decision{}
 	}
-	g, lists := s.groupsOf(client, clientNames)
+	var union listBits
+	g, lists := s.groupsOf(client, clientNames, &union)
 	var d Decision
-	if !s.decideWire(qname, &lists, &d) {
+	if !s.decideWire(qname, lists, &d) {
 		return Decision{}
 	}
 	if d.Allowed || d.Blocked { // allowed: exempt; blocked: Decide would have said so
@@ -169,7 +239,7 @@ func (e *Engine) DecideChain(client netip.Addr, clientNames []string, qname []by
 		return d
 	}
 	for i, target := range chain {
-		if s.decideWire(target, &lists, &d) && d.Blocked {
+		if s.decideWire(target, lists, &d) && d.Blocked {
 			d.groups, d.target = g, i
 			d.count()
 			return d
@@ -263,29 +333,45 @@ func (s *snapshot) holdsRules() bool {
 }
 
 // groupsOf returns the groups client is in (bits of s.groups) and the
-// union of their lists.
-func (s *snapshot) groupsOf(client netip.Addr, names []string) (uint64, listBits) {
+// union of their lists: the one group's own, or union filled in. A
+// client in the default group alone (every client, with no group
+// configured) costs no read of the groups.
+func (s *snapshot) groupsOf(client netip.Addr, names []string, union *listBits) (uint64, *listBits) {
+	last := len(s.groups) - 1 // the default group
+	if last == 0 {
+		return 1, &s.groups[0].lists
+	}
 	client = client.Unmap()
 	var g uint64
-	var lists listBits
-	last := len(s.groups) - 1 // the default group
+	var one *listBits
 	for i := range s.groups[:last] {
 		if s.groups[i].member(client, names) {
+			if g == 0 {
+				one = &s.groups[i].lists
+			} else {
+				if g&(g-1) == 0 { // the second group: start the union
+					*union = *one
+				}
+				union.or(&s.groups[i].lists)
+				one = union
+			}
 			g |= 1 << i
-			lists.or(&s.groups[i].lists)
 		}
 	}
 	if g == 0 {
-		g = 1 << last
-		lists = s.groups[last].lists
+		return 1 << last, &s.groups[last].lists
 	}
-	return g, lists
+	return g, one
 }
 
 // decide looks ls up in the custom rules and the lists in lists: allow
 // over block, and among blocks the custom rules first, then the first
 // configured list.
 func (s *snapshot) decide(ls *labels, hs []uint64, wire []byte, lists *listBits, d *Decision) {
+	if s.namesNothing(hs) {
+		*d = Decision{snap: s, target: -1}
+		return
+	}
 	var dc decider
 	// The hashes first, for every list: they are cheap, and an allow
 	// found among them spares every regular expression.
@@ -385,7 +471,7 @@ func (m *match) decision(lr *listRules, allowed bool, s *snapshot, d *Decision) 
 }
 
 // count counts a blocked decision in nxdns_blocked_total.
-func (d Decision) count() {
+func (d *Decision) count() {
 	if !d.Blocked {
 		return
 	}

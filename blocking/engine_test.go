@@ -334,3 +334,67 @@ func TestDecisionAnswer(t *testing.T) {
 		t.Errorf("after the reload: answer %+v, want nxdomain with the default TTL", a)
 	}
 }
+
+// The snapshot's quick answer (namesNothing, the filters of every set
+// read from the snapshot) never settles a name some rule matches, of any
+// kind, in any list, the custom rules' included, and settles most of the
+// others; with a regular expression in force it settles nothing. Mutation
+// checks: testing only the name itself (not its parents) fails the ||x^
+// and *.x names; leaving the custom rules out of the views fails
+// custom.example's.
+func TestSnapshotNamesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	block := writeList(t, dir, "block.txt", "0.0.0.0 hosts.example", "plain.example", "||adblock.example^", "*.wild.example")
+	allow := writeList(t, dir, "allow.txt", "ok.hosts.example")
+	m := startManager(t, Options{Config: blockingConfig(t, fmt.Sprintf(`
+[blocking]
+block = ["||custom.example^"]
+[[blocking.lists]]
+name = "block"
+source = %q
+[[blocking.lists]]
+name = "allow"
+kind = "allow"
+source = %q
+`, block, allow))})
+	s := m.Engine().hot.Load()
+	if s == nil || s.views == nil {
+		t.Fatalf("no views in %+v", s)
+	}
+	nothing := func(name string) bool {
+		var ls labels
+		var hs [shortLabels]uint64
+		if err := ls.split(wire(t, name), hs[:]); err != nil {
+			t.Fatal(err)
+		}
+		return s.namesNothing(hs[:ls.n])
+	}
+	for _, name := range []string{"hosts.example.", "plain.example.", "adblock.example.", "a.b.adblock.example.",
+		"x.wild.example.", "ok.hosts.example.", "custom.example.", "www.custom.example."} {
+		if nothing(name) {
+			t.Errorf("%s: settled as named by no rule", name)
+		}
+		if d := decide(t, m.Engine(), client1, name); !d.Blocked && !d.Allowed {
+			t.Errorf("%s: %+v, want a rule's decision", name, d)
+		}
+	}
+	settled := 0
+	for i := range 1000 {
+		if nothing(fmt.Sprintf("h%d.unrelated.example.", i)) {
+			settled++
+		}
+	}
+	if settled < 900 {
+		t.Errorf("%d of 1000 names no rule names settled at once, want most", settled)
+	}
+
+	re := writeList(t, dir, "re.txt", "plain.example", `/^ad[0-9]+\./`)
+	m2 := startManager(t, Options{Config: blockingConfig(t, fmt.Sprintf("[[blocking.lists]]\nname = \"re\"\nsource = %q\n", re))})
+	if s := m2.Engine().hot.Load(); s.views != nil {
+		t.Errorf("views %v with a regular expression in force", s.views)
+	}
+	if d := decide(t, m2.Engine(), client1, "ad42.unrelated.example."); !d.Blocked {
+		t.Errorf("the regexp did not block: %+v", d)
+	}
+}

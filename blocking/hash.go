@@ -19,10 +19,7 @@ import (
 // text and hashed again at start.
 var seed = rand.Uint64() | 1
 
-const (
-	prime1 = 0xa0761d6478bd642f // wyhash's secrets: odd, half their bits set
-	prime2 = 0xe7037ed1a0b428db
-)
+const prime1 = 0xa0761d6478bd642f // wyhash's secret: odd, half its bits set
 
 // mum multiplies to 128 bits and folds the halves: every bit of a and b
 // reaches most bits of the result, the top bits (which place a key)
@@ -32,27 +29,16 @@ func mum(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// labelHash carries the hash h of a name's parent on through one more
-// label, buf[start:start+n], lower-casing ASCII as it goes (names match
-// case-insensitively). It reads the label eight bytes at a time; a tail
-// is read with one load too when buf has eight bytes from it on.
-func labelHash(h uint64, buf []byte, start, n int) uint64 {
-	i, end := start, start+n
-	for ; end-i > 8; i += 8 {
-		h = mum(h^lower8(binary.LittleEndian.Uint64(buf[i:])), prime1)
-	}
-	// The last one to eight bytes, with the label's length (so that
-	// "ab" and "ab\x00" differ) in the multiplier.
-	var w uint64
-	if r := end - i; len(buf)-i >= 8 {
-		w = binary.LittleEndian.Uint64(buf[i:]) & (1<<(8*r) - 1)
-	} else {
-		for j, c := range buf[i:end] {
-			w |= uint64(c) << (8 * j)
-		}
-	}
-	return mum(h^lower8(w), prime2^uint64(n)<<1)
-}
+// A label is hashed in its wire form, the length byte and then the label,
+// lower-cased (names match case-insensitively), in words of eight bytes
+// (little-endian, the last one padded with zeros), each carried into the
+// hash by one mum: a label of up to seven bytes, as most are, is one load
+// and one multiplication. The length byte in front makes the bytes of a
+// name decode one way only ("ab" and "a.b" differ, and so do "ab" and
+// "ab\x00").
+
+// wordMask keeps the first k bytes of a little-endian word, 1 <= k <= 8.
+func wordMask(k int) uint64 { return ^uint64(0) >> (64 - 8*k) }
 
 // lower8 lower-cases the ASCII letters among eight bytes at once; other
 // bytes (non-ASCII ones included) are left alone.
@@ -69,7 +55,8 @@ func lower8(w uint64) uint64 {
 }
 
 // nameHash hashes a name in presentation form without its final dot, as
-// rule.Parse gives it.
+// rule.Parse gives it: the hash of its wire form, as labels.hash computes
+// it from a query.
 func nameHash(name []byte) uint64 {
 	h := seed
 	for end := len(name); end > 0; {
@@ -77,7 +64,17 @@ func nameHash(name []byte) uint64 {
 		for start >= 0 && name[start] != '.' {
 			start--
 		}
-		h = labelHash(h, name, start+1, end-start-1)
+		label := name[start+1 : end]
+		w, shift := uint64(len(label)), 8
+		for _, c := range label {
+			if shift == 64 {
+				h = mum(h^lower8(w), prime1)
+				w, shift = 0, 0
+			}
+			w |= uint64(c) << shift
+			shift += 8
+		}
+		h = mum(h^lower8(w), prime1)
 		end = start
 	}
 	return h
@@ -142,9 +139,27 @@ func (ls *labels) offsets(wire []byte) error {
 
 func (ls *labels) hash(wire []byte, into []uint64) {
 	h := seed
+	last := len(wire) - 8 // the last offset a word can be loaded from
 	for j := len(into) - 1; j >= 0; j-- {
 		o := int(ls.off[j])
-		h = labelHash(h, wire, o+1, int(wire[o]))
+		k := int(wire[o]) + 1 // the label's bytes in wire form
+		for ; k > 8; k -= 8 {
+			// The root label's byte follows the label: o+8 is in wire.
+			h = mum(h^lower8(binary.LittleEndian.Uint64(wire[o:])), prime1)
+			o += 8
+		}
+		var w uint64
+		switch {
+		case o <= last:
+			w = binary.LittleEndian.Uint64(wire[o:])
+		case last >= 0: // near the end: the name's last eight bytes, shifted
+			w = binary.LittleEndian.Uint64(wire[last:]) >> (8 * (o - last))
+		default: // a name of fewer than eight bytes
+			for i, c := range wire[o:] {
+				w |= uint64(c) << (8 * i)
+			}
+		}
+		h = mum(h^lower8(w&wordMask(k)), prime1)
 		into[j] = h
 	}
 }

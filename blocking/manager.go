@@ -297,6 +297,7 @@ func (m *Manager) publishLocked() {
 		}
 	}
 	s.groups = append(s.groups, group{name: config.DefaultGroup, lists: defaultLists})
+	s.prepare()
 	m.engine.store(s)
 }
 

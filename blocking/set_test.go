@@ -78,3 +78,55 @@ func TestHashWireAndText(t *testing.T) {
 		t.Error("label boundaries do not change the hash")
 	}
 }
+
+// The filter in front of the table never rejects an entry it was built
+// from, the name itself for a key with an exact flag, the names below it
+// for a key with a below flag, and lets through few of the others: those
+// it rejects cost no table lookup, so a filter that says "maybe" too
+// often is slow, and one that rejects a rule unblocks its names.
+// Mutation checks: adding the below entries without the tweak fails the
+// first checks, a filter of 2 bits an entry the rates.
+func TestFilterHoldsItsKeys(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(27, 2))
+	const n = 200_000
+	b := newBuilder(false, n)
+	for range n {
+		b.keys = append(b.keys, r.Uint64()&^flagMask|uint64(1)<<r.IntN(flagBits))
+	}
+	s := b.finish()
+	var exactOnly, belowPassed int
+	for _, k := range s.slots {
+		if k == 0 {
+			continue
+		}
+		h := k &^ flagMask
+		if k&(blockExact|allowExact) != 0 && !s.mayHold(h) {
+			t.Fatalf("key %x: its exact entry is rejected", k)
+		}
+		if k&(blockBelow|allowBelow) != 0 && !s.mayHold(h^belowTweak) {
+			t.Fatalf("key %x: its below entry is rejected", k)
+		}
+		if k&(blockBelow|allowBelow) == 0 {
+			exactOnly++
+			if s.mayHold(h ^ belowTweak) {
+				belowPassed++
+			}
+		}
+	}
+	passed := 0
+	const absent = 100_000
+	for range absent {
+		if s.mayHold(r.Uint64() &^ flagMask) {
+			passed++
+		}
+	}
+	// About 3.5 % with 8 bits an entry; 6 % leaves room for the variance
+	// of a blocked filter.
+	if rate := float64(passed) / absent; rate > 0.06 {
+		t.Errorf("%.1f %% of hashes never added pass the filter, want about 3.5 %%", 100*rate)
+	}
+	if rate := float64(belowPassed) / float64(exactOnly); rate > 0.06 {
+		t.Errorf("%.1f %% of the below entries of exact-only keys pass the filter, want about 3.5 %%", 100*rate)
+	}
+}

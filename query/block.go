@@ -45,11 +45,30 @@ func (h *Handler) answerBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	return h.decideBlocked(s)
 }
 
+// decideBlocked decides on the name as the client wrote it, or, when its
+// question holds a compression pointer, as decidePacked packs it.
 func (h *Handler) decideBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
+	qname := s.req.plainName()
+	if qname == nil {
+		return h.decidePacked(s)
+	}
+	return h.decideName(s, qname)
+}
+
+// decidePacked is decideBlocked for a question that holds a pointer,
+// with a buffer for the name packed (kept off decideBlocked's frame,
+// where it would be zeroed for every query).
+//
+//go:noinline
+func (h *Handler) decidePacked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	var name [maxNameLen]byte
-	qname := s.req.wireName(&name)
+	return h.decideName(s, s.req.wireName(&name))
+}
+
+func (h *Handler) decideName(s *scratch, qname []byte) (*dns.Msg, []byte, int, bool) {
 	var nb [clientNamesMax]string
-	d := h.block.Decide(s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
+	var d blocking.Decision
+	h.block.DecideTo(&d, s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
 	s.allowed = d.Allowed
 	if !d.Blocked {
 		return nil, nil, 0, false
@@ -85,8 +104,8 @@ func (h *Handler) clientNames(s *scratch, dst []string) []string {
 // blocked answer for the name it asked, naming the list that matched.
 // Otherwise the answer goes as it is.
 func (h *Handler) inspect(s *scratch, m *dns.Msg, out []byte, rcode int) (*dns.Msg, []byte, int) {
-	if s.allowed || !h.block.Inspects() {
-		return m, out, rcode
+	if s.allowed || !h.block.Inspects() || !hasChain(m, out) {
+		return m, out, rcode // nearly every answer holds no chain: nothing to decide
 	}
 	d, ok := h.decideChain(s, m, out)
 	if !ok {
@@ -177,18 +196,7 @@ func (c *chainDecider) decide(qname []byte) bool {
 // the transport's checks, so that is a section cut short, and what was
 // read is still decided on.
 func walkChain(msg []byte, c *chainDecider, qname []byte) bool {
-	if len(msg) < dnsmsg.HeaderLen {
-		return false
-	}
-	qd, an := int(binary.BigEndian.Uint16(msg[4:])), int(binary.BigEndian.Uint16(msg[6:]))
-	off := dnsmsg.HeaderLen
-	for range qd {
-		end := dnsmsg.NameEnd(msg, off)
-		if end < 0 || end+4 > len(msg) {
-			return false
-		}
-		off = end + 4
-	}
+	off, an := answerSection(msg)
 	var name [maxNameLen]byte
 	for range an {
 		end := dnsmsg.NameEnd(msg, off)
@@ -209,6 +217,92 @@ func walkChain(msg []byte, c *chainDecider, qname []byte) bool {
 		off = next
 	}
 	return false
+}
+
+// answerSection returns the offset of msg's answer section and its
+// record count, or 0 records when the question section cannot be read.
+func answerSection(msg []byte) (off, an int) {
+	if len(msg) < dnsmsg.HeaderLen {
+		return 0, 0
+	}
+	qd, an := int(binary.BigEndian.Uint16(msg[4:])), int(binary.BigEndian.Uint16(msg[6:]))
+	off = dnsmsg.HeaderLen
+	for range qd {
+		end := dnsmsg.NameEnd(msg, off)
+		if end < 0 || end+4 > len(msg) {
+			return 0, 0
+		}
+		off = end + 4
+	}
+	return off, an
+}
+
+// hasChain reports whether the answer section of m, or of the bytes out
+// when m is nil, may hold a CNAME or DNAME record that walkChain (or
+// decideChain's loop over m) would hand on: the cheap test that spares an
+// answer without one the decision's setup. In bytes it steps over names
+// without following their pointers (skipName), so it reads at least as
+// far as walkChain: false means walkChain would find no target.
+func hasChain(m *dns.Msg, out []byte) bool {
+	if m != nil {
+		for _, rr := range m.Answer {
+			switch rr.(type) {
+			case *dns.CNAME, *dns.DNAME:
+				return true
+			}
+		}
+		return false
+	}
+	if len(out) < dnsmsg.HeaderLen {
+		return false
+	}
+	qd, an := int(binary.BigEndian.Uint16(out[4:])), int(binary.BigEndian.Uint16(out[6:]))
+	off := dnsmsg.HeaderLen
+	for range qd {
+		if off = skipName(out, off); off < 0 || off+4 > len(out) {
+			return false
+		}
+		off += 4
+	}
+	for range an {
+		end := skipName(out, off)
+		if end < 0 || end+10 > len(out) {
+			return false
+		}
+		next := end + 10 + int(binary.BigEndian.Uint16(out[end+8:]))
+		if next > len(out) {
+			return false
+		}
+		if typ := binary.BigEndian.Uint16(out[end:]); typ == dns.TypeCNAME || typ == dns.TypeDNAME {
+			return true
+		}
+		off = next
+	}
+	return false
+}
+
+// skipName returns the offset just past the name at msg[off:], its
+// labels and the pointer that may end it, or -1 when it runs past msg or
+// holds a label type RFC 1035 does not define. It checks nothing else
+// (dnsmsg.NameEnd does, following the pointers): it fails only where
+// NameEnd fails too.
+func skipName(msg []byte, off int) int {
+	for off < len(msg) {
+		switch c := int(msg[off]); {
+		case c == 0:
+			return off + 1
+		case c&0xC0 == 0xC0:
+			if off+1 >= len(msg) {
+				return -1
+			}
+			return off + 2
+		case c&0xC0 != 0:
+			return -1
+		default:
+			off += 1 + c
+		}
+	}
+	return -1
 }
 
 // expandName appends the name at msg[off:] to dst in wire format, its
@@ -237,14 +331,23 @@ func expandName(msg []byte, off int, dst []byte) ([]byte, bool) {
 // question holds no compression pointer (as nearly every query's does),
 // else the name packed into buf.
 func (r *request) wireName(buf *[maxNameLen]byte) []byte {
-	if n := dnsmsg.QuestionLen(r.raw[dnsmsg.HeaderLen:]); n > 0 {
-		return r.raw[dnsmsg.HeaderLen : dnsmsg.HeaderLen+n-4]
+	if name := r.plainName(); name != nil {
+		return name
 	}
 	end, err := dns.PackDomainName(r.question[0].Name, buf[:], 0, nil, false)
 	if err != nil {
 		return nil // never blocked: Decide refuses a malformed name
 	}
 	return buf[:end]
+}
+
+// plainName is the name asked in wire format as the client wrote it, or
+// nil when its question holds a compression pointer.
+func (r *request) plainName() []byte {
+	if n := dnsmsg.QuestionLen(r.raw[dnsmsg.HeaderLen:]); n > 0 {
+		return r.raw[dnsmsg.HeaderLen : dnsmsg.HeaderLen+n-4]
+	}
+	return nil
 }
 
 // blocked builds in buf the blocked answer to r by a's mode, and returns
