@@ -199,7 +199,35 @@ func (e *Engine) Decide(client netip.Addr, clientNames []string, qname []byte) D
 // DecideTo is Decide writing the decision into *d, the query path's form:
 // a Decision copied just after it was written costs a stalled load.
 func (e *Engine) DecideTo(d *Decision, client netip.Addr, clientNames []string, qname []byte) {
-	s := e.active()
+	Rules{e.active()}.DecideTo(d, client, clientNames, qname)
+}
+
+// Rules are the rules in force at one moment: a query decided with them
+// is decided against one rule set whatever reload comes meanwhile.
+type Rules struct{ s *snapshot }
+
+// Rules returns the rules in force now.
+func (e *Engine) Rules() Rules { return Rules{e.active()} }
+
+// NamesClients reports whether a group of r places clients by their
+// names: when not, a decision does not read them, and the query path need
+// not look them up (most configurations: the default group alone, or
+// groups by address).
+func (r Rules) NamesClients() bool {
+	if r.s == nil {
+		return false
+	}
+	for i := range r.s.groups {
+		if len(r.s.groups[i].names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// DecideTo is Engine.DecideTo with r.
+func (r Rules) DecideTo(d *Decision, client netip.Addr, clientNames []string, qname []byte) {
+	s := r.s
 	if s == nil {
 		*d = Decision{}
 		return

@@ -68,7 +68,15 @@ func (h *Handler) decidePacked(s *scratch) (*dns.Msg, []byte, int, bool) {
 func (h *Handler) decideName(s *scratch, qname []byte) (*dns.Msg, []byte, int, bool) {
 	var nb [clientNamesMax]string
 	var d blocking.Decision
-	h.block.DecideTo(&d, s.entry.Client.Addr(), h.clientNames(s, nb[:0]), qname)
+	// The client's names only when a group places clients by name: their
+	// lookup (the directory, its PTR names) costs a hit more than the
+	// decision does otherwise.
+	rules := h.block.Rules()
+	var names []string
+	if rules.NamesClients() {
+		names = h.clientNames(s, nb[:0])
+	}
+	rules.DecideTo(&d, s.entry.Client.Addr(), names, qname)
 	s.allowed = d.Allowed
 	if !d.Blocked {
 		return nil, nil, 0, false

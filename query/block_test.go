@@ -385,13 +385,21 @@ func millionRules(b *testing.B) *blocking.Engine {
 // what the rules cost a hit.
 func BenchmarkServeFastRules(b *testing.B) {
 	e := millionRules(b)
-	for _, bc := range []struct{ name, qname string }{
-		{"hit", "www.example.com."},
-		{"blocked", "www.blocked.example."},
+	for _, bc := range []struct {
+		name, qname string
+		clients     int // a directory of this many named clients (spec section 15), the client among them
+	}{
+		{"hit", "www.example.com.", 0},
+		{"blocked", "www.blocked.example.", 0},
+		{"hit+names=10000", "www.example.com.", 10000},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			pool := answeringPool(b, "www.example.com. 300 IN A 192.0.2.1", "www.example.com. 300 IN A 192.0.2.2")
-			h, err := NewHandler(HandlerConfig{Pool: pool, Cache: testCacheConfig(), Hooks: HooksFunc(func(*Entry) {}), Blocking: e})
+			cfg := HandlerConfig{Pool: pool, Cache: testCacheConfig(), Hooks: HooksFunc(func(*Entry) {}), Blocking: e}
+			if bc.clients > 0 {
+				cfg.Clients = namedClients(b, bc.clients)
+			}
+			h, err := NewHandler(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
