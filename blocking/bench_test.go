@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nxdnsd/nxdnsd/blocking/blocktest"
+	"github.com/nxdnsd/nxdnsd/internal/cputime/cputimetest"
 )
 
 // The acceptance figures of issue 27 (BENCHMARKS.md, "Blocking: the rule
@@ -48,7 +49,7 @@ func benchManager(b *testing.B, path string) *Manager {
 // is one goroutine, the garbage collector may use the other cores.
 func BenchmarkLoad1M(b *testing.B) {
 	path, _ := benchList(b)
-	cpu := startCPU(b)
+	cpu := cputimetest.Start(b)
 	n := 0
 	for b.Loop() {
 		m := benchManager(b, path)
@@ -59,7 +60,7 @@ func BenchmarkLoad1M(b *testing.B) {
 		m.Close()
 		n++
 	}
-	cpu.report(b, n)
+	cpu.Report(b, n)
 }
 
 // BenchmarkDecide1M: one decision for a five-label name against the 1M
@@ -89,13 +90,13 @@ func BenchmarkDecide1M(b *testing.B) {
 	}
 	e := m.Engine()
 	b.ReportAllocs()
-	cpu := startCPU(b)
+	cpu := cputimetest.Start(b)
 	i := 0
 	for b.Loop() {
 		e.Decide(client1, nil, wires[i&4095])
 		i++
 	}
-	cpu.report(b, i)
+	cpu.Report(b, i)
 }
 
 // BenchmarkMemory1M reports the rule set's heap in force (HeapAlloc after
@@ -139,13 +140,13 @@ func BenchmarkSplit(b *testing.B) {
 	w := wire(b, "Www.Pixel3.Trackers-Example.co.uk.")
 	var ls labels
 	var hashes [shortLabels]uint64
-	cpu := startCPU(b)
+	cpu := cputimetest.Start(b)
 	n := 0
 	for b.Loop() {
 		_ = ls.split(w, hashes[:])
 		n++
 	}
-	cpu.report(b, n)
+	cpu.Report(b, n)
 }
 
 // BenchmarkYardstickMap5 is a yardstick for Decide1M on a shared machine:
@@ -161,7 +162,7 @@ func BenchmarkYardstickMap5(b *testing.B) {
 	for i := range keys {
 		keys[i] = uint64(i*7919) * 0x9e3779b97f4a7c15 // half in the map
 	}
-	cpu := startCPU(b)
+	cpu := cputimetest.Start(b)
 	n, found := 0, 0
 	for b.Loop() {
 		for _, k := range keys[(n&4095)*5:][:5] {
@@ -171,7 +172,7 @@ func BenchmarkYardstickMap5(b *testing.B) {
 		}
 		n++
 	}
-	cpu.report(b, n)
+	cpu.Report(b, n)
 	if found == 0 {
 		b.Fatal("no key found")
 	}
@@ -195,11 +196,11 @@ func BenchmarkDecideHits1M(b *testing.B) {
 	}
 	e := m.Engine()
 	b.ReportAllocs()
-	cpu := startCPU(b)
+	cpu := cputimetest.Start(b)
 	i := 0
 	for b.Loop() {
 		e.Decide(client1, nil, wires[i%len(wires)])
 		i++
 	}
-	cpu.report(b, i)
+	cpu.Report(b, i)
 }

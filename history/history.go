@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/internal/cputime"
 )
 
 // Sizes of the queue and the batches.
@@ -341,6 +342,17 @@ func (h *History) take(batch []Row, r Row) ([]Row, bool) {
 		batch = h.synced(batch, ack)
 	}
 	return batch, maintain
+}
+
+// threadCPU is the writer thread's CPU time (the goroutine is locked to
+// its thread), what its budget counts, so that the time it waits for a
+// core on a busy machine is not charged to it; the wall clock where the
+// system does not tell it.
+func threadCPU() time.Duration {
+	if d, ok := cputime.Thread(); ok {
+		return d
+	}
+	return wallClock()
 }
 
 // wallClock is a monotonic clock as a duration.

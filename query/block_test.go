@@ -17,6 +17,7 @@ import (
 	"github.com/nxdnsd/nxdnsd/blocking/blocktest"
 	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/internal/cputime/cputimetest"
 	"github.com/nxdnsd/nxdnsd/wire/server"
 	"github.com/nxdnsd/nxdnsd/wire/transport"
 )
@@ -577,7 +578,7 @@ func BenchmarkHits1M(b *testing.B) {
 				}
 			}
 			b.ReportAllocs()
-			cpu := startCPU(b)
+			cpu := cputimetest.Start(b)
 			i := 0
 			for b.Loop() {
 				r := &reqs[i%hitNames]
@@ -587,7 +588,7 @@ func BenchmarkHits1M(b *testing.B) {
 				}
 				i++
 			}
-			cpu.report(b, i)
+			cpu.Report(b, i)
 		})
 	}
 }
