@@ -23,25 +23,8 @@ func TestCheckpointerBoundsTheLog(t *testing.T) {
 	defer s.close()
 	ran := make(chan struct{})
 	s.ck.ran.Store(&ran)
-	now := time.Now()
-	k := 0
-	batch := func() {
-		rows := make([]Row, 2000)
-		for i := range rows {
-			k++
-			rows[i] = Row{Time: now.Add(time.Duration(k) * time.Millisecond), QName: fmt.Sprintf("n%d.example.", k), QType: 1, Source: "pool"}
-		}
-		if err := s.write(rows); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wal := func() int64 {
-		fi, err := os.Stat(path + "-wal")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
+	w := &logWriter{t: t, s: s, path: path, now: time.Now()}
+	batch, wal := w.batch, w.wal
 	for wal() < 2*checkpointWAL {
 		batch()
 	}
@@ -74,25 +57,8 @@ func TestWriterRestartsAnOvergrownLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.close()
-	now := time.Now()
-	k := 0
-	batch := func() {
-		rows := make([]Row, 2000)
-		for i := range rows {
-			k++
-			rows[i] = Row{Time: now.Add(time.Duration(k) * time.Millisecond), QName: fmt.Sprintf("n%d.example.", k), QType: 1, Source: "pool"}
-		}
-		if err := s.write(rows); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wal := func() int64 {
-		fi, err := os.Stat(path + "-wal")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
+	w := &logWriter{t: t, s: s, path: path, now: time.Now()}
+	batch, wal := w.batch, w.wal
 	for range 10 {
 		batch()
 	}
@@ -106,4 +72,33 @@ func TestWriterRestartsAnOvergrownLog(t *testing.T) {
 	if s.ck.restart.Load() {
 		t.Error("the request was not taken")
 	}
+}
+
+// logWriter writes batches of 2,000 rows into s and reads the size of
+// its write-ahead log at path.
+type logWriter struct {
+	t    *testing.T
+	s    *sqliteStore
+	path string
+	now  time.Time
+	k    int
+}
+
+func (w *logWriter) batch() {
+	rows := make([]Row, 2000)
+	for i := range rows {
+		w.k++
+		rows[i] = Row{Time: w.now.Add(time.Duration(w.k) * time.Millisecond), QName: fmt.Sprintf("n%d.example.", w.k), QType: 1, Source: "pool"}
+	}
+	if err := w.s.write(rows); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *logWriter) wal() int64 {
+	fi, err := os.Stat(w.path + "-wal")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return fi.Size()
 }
