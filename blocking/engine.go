@@ -58,7 +58,11 @@ type snapshot struct {
 	custom *listRules   // the custom rules, named "rule", for every client; never nil
 	cname  bool         // cname_inspection
 	answer Answer       // what a blocked query is answered
+	serial uint32       // this snapshot's number, never 0 once stored (Rules.Serial)
 }
+
+// serials numbers the snapshots as they are stored.
+var serials atomic.Uint32
 
 // setView is a set's filter and label masks, copied (the filter shared).
 type setView struct {
@@ -176,14 +180,24 @@ type Decision struct {
 	// the query log's list field and the metrics' list label.
 	List string
 
-	groups uint64      // bit i: the snapshot's groups[i]
-	at     int         // label where the matching rule's name starts; regexpAt for a regexp
-	flags  uint8       // the matching key's flags
-	re     *regexpRule // the regexp that matched, or nil
-	snap   *snapshot   // the snapshot decided on, for GroupNames
-	target int         // DecideChain: the chain entry that matched, else -1
-	rules  *listRules  // the list that decided, or nil
+	groups  uint64      // bit i: the snapshot's groups[i]
+	at      int         // label where the matching rule's name starts; regexpAt for a regexp
+	flags   uint8       // the matching key's flags
+	re      *regexpRule // the regexp that matched, or nil
+	snap    *snapshot   // the snapshot decided on, for GroupNames
+	target  int         // DecideChain: the chain entry that matched, else -1
+	rules   *listRules  // the list that decided, or nil
+	unnamed bool        // no rule of the snapshot, in any list, can name the name
 }
+
+// NamesNothing reports that no rule of the rules that decided, in any
+// list, whatever the client's groups, can name the name decided on: the
+// same name gets the same decision from these rules for every client.
+// The query path notes it on the name's cache entry (cache.Hit.
+// MarkNamesNothing) and spares the later hits a decision. A decision
+// that blocks nothing may still report false (a filter's false positive,
+// a rule of another group's list, a regular expression in force).
+func (d *Decision) NamesNothing() bool { return d.unnamed }
 
 // Decide decides for a query of qname, a name in wire format
 // (uncompressed, as the question carries it; any case), from client, whose
@@ -223,6 +237,18 @@ func (r Rules) NamesClients() bool {
 		}
 	}
 	return false
+}
+
+// Serial is the number of the rules, which no other rule set in force
+// since the process started has had (a new copy of a list, a custom
+// rule, a reload each make new rules); 0 when no rule is in force or
+// blocking is paused. A note made for one rule set (cache.Hit.
+// MarkNamesNothing) holds for it alone.
+func (r Rules) Serial() uint32 {
+	if r.s == nil {
+		return 0
+	}
+	return r.s.serial
 }
 
 // DecideTo is Engine.DecideTo with r.
@@ -340,6 +366,11 @@ func (e *Engine) Inspects() bool {
 // store publishes s (nil: blocking disabled) for the API and, when it
 // holds a rule, for the query path.
 func (e *Engine) store(s *snapshot) {
+	if s != nil {
+		for s.serial == 0 { // 0 is "no rule set"; skipped when the count wraps
+			s.serial = serials.Add(1)
+		}
+	}
 	e.snap.Store(s)
 	if s != nil && !s.holdsRules() {
 		s = nil
@@ -397,7 +428,7 @@ func (s *snapshot) groupsOf(client netip.Addr, names []string, union *listBits) 
 // configured list.
 func (s *snapshot) decide(ls *labels, hs []uint64, wire []byte, lists *listBits, d *Decision) {
 	if s.namesNothing(hs) {
-		*d = Decision{snap: s, target: -1}
+		*d = Decision{snap: s, target: -1, unnamed: true}
 		return
 	}
 	var dc decider

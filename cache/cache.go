@@ -295,9 +295,9 @@ func (c *Cache) Bytes() int64 { return c.stats.bytes.Load() }
 // ones removed past their stale window, nor answers turned away).
 func (c *Cache) Evictions() uint64 { return c.stats.evictions.Load() }
 
-// item is one entry. Once stored it never changes but for claimed, which
-// its shard's lock guards: a new answer for the key is a new item, so a
-// Hit taken earlier stays valid.
+// item is one entry. Once stored it never changes but for claimed and
+// unnamed, which its shard's lock guards: a new answer for the key is a
+// new item, so a Hit taken earlier stays valid.
 type item struct {
 	key Key
 	// data is the answer as served (no OPT), with the stored TTLs; nil
@@ -309,6 +309,9 @@ type item struct {
 	rcode   uint16
 	failure bool // a remembered failure, not an answer
 	claimed bool // a background refresh is running (Hit.ClaimRefresh)
+	// unnamed is the serial of the blocking rule set that names nothing
+	// of key.Name (Hit.MarkNamesNothing), or 0; it fits in the padding.
+	unnamed uint32
 }
 
 // expiry is when it stops being fresh, in Unix nanoseconds.

@@ -70,17 +70,51 @@ func (h Hit) Release() {
 func (s *shard) setClaim(h uint64, it *item, claimed bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.index[h]
-	if !ok {
-		return false
-	}
-	cur := &s.items[i].it
-	if cur.stored != it.stored || cur.key != it.key || cur.failure != it.failure ||
-		!sameData(cur.data, it.data) || cur.claimed == claimed {
+	cur := s.current(h, it)
+	if cur == nil || cur.claimed == claimed {
 		return false
 	}
 	cur.claimed = claimed
 	return true
+}
+
+// current is the stored item that it is a copy of, while it is still
+// h's entry, else nil. The caller holds s.mu.
+func (s *shard) current(h uint64, it *item) *item {
+	i, ok := s.index[h]
+	if !ok {
+		return nil
+	}
+	cur := &s.items[i].it
+	if cur.stored != it.stored || cur.key != it.key || cur.failure != it.failure || !sameData(cur.data, it.data) {
+		return nil
+	}
+	return cur
+}
+
+// NamesNothing reports whether MarkNamesNothing noted, for the rule set
+// whose serial is serial, that no rule of it can name the entry's name:
+// the blocking step's decision is made without a lookup (query/block.go).
+// Serial 0 is no rule set: false.
+func (h Hit) NamesNothing(serial uint32) bool {
+	return serial != 0 && h.it.unnamed == serial
+}
+
+// MarkNamesNothing notes on the entry that no rule of the rule set whose
+// serial is serial can name its name, for the hits that follow it. The
+// note is the blocking step's, not the answer's: the entry's bytes stay
+// as stored, and a later rule set (another serial) ignores it. It takes
+// the shard's lock, once an entry for each rule set.
+func (h Hit) MarkNamesNothing(serial uint32) {
+	if h.c == nil || serial == 0 || h.it.unnamed == serial {
+		return
+	}
+	sh := h.c.shard(h.h)
+	sh.mu.Lock()
+	if cur := sh.current(h.h, &h.it); cur != nil {
+		cur.unnamed = serial
+	}
+	sh.mu.Unlock()
 }
 
 // sameData reports whether a and b are the same stored bytes.

@@ -105,3 +105,45 @@ func TestAppendAnswerNoAlloc(t *testing.T) {
 		t.Fatal("nothing appended")
 	}
 }
+
+// The blocking step's note (MarkNamesNothing) stays on the entry for the
+// hits that follow, for its serial alone, and is not the next answer's:
+// a Put of the key starts unnoted, and a Hit of the entry it replaced
+// cannot note it. The entry's bytes stay as stored. Serial 0 notes
+// nothing. Mutation check: marking without the identity check of
+// current fails the replaced-entry step.
+func TestNamesNothingNote(t *testing.T) {
+	t.Parallel()
+	c := New(testConfig())
+	k := keyOf(example)
+	c.Put(k, example.pack(t), t0)
+	get := func() Hit {
+		t.Helper()
+		hit, st := c.Get(k, t0)
+		if st != Fresh {
+			t.Fatalf("state %v, want fresh", st)
+		}
+		return hit
+	}
+	before := get().AppendAnswer(nil, 1, nil, t0, 0)
+	get().MarkNamesNothing(0)
+	if get().NamesNothing(0) {
+		t.Fatal("serial 0 noted")
+	}
+	get().MarkNamesNothing(7)
+	if h := get(); !h.NamesNothing(7) || h.NamesNothing(8) {
+		t.Fatalf("after the note for 7: NamesNothing(7) %v, (8) %v; want true, false", h.NamesNothing(7), h.NamesNothing(8))
+	}
+	if after := get().AppendAnswer(nil, 1, nil, t0, 0); string(after) != string(before) {
+		t.Fatal("the note changed the entry's answer")
+	}
+	old := get()
+	c.Put(k, example.pack(t), t0.Add(time.Second))
+	if get().NamesNothing(7) {
+		t.Fatal("a new answer for the key kept the old entry's note")
+	}
+	old.MarkNamesNothing(9)
+	if get().NamesNothing(9) {
+		t.Fatal("a Hit of a replaced entry noted the entry that replaced it")
+	}
+}

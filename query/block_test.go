@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/blocking"
 	"github.com/nxdnsd/nxdnsd/blocking/blocktest"
+	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/clients"
 	"github.com/nxdnsd/nxdnsd/config"
 	"github.com/nxdnsd/nxdnsd/internal/cputime/cputimetest"
@@ -636,5 +638,91 @@ func TestHasChain(t *testing.T) {
 	}
 	if hasChain(nil, raw[:5]) {
 		t.Error("a header cut short")
+	}
+}
+
+// A cache hit whose name no rule names is let through without a decision
+// once its entry carries the note (cache.Hit.NamesNothing) for the rules
+// in force, and for them alone: a custom rule added after the note
+// blocks the name at its next hit, a pause lets it through, the end of
+// the pause blocks it again. A name that some group's list names gets no
+// note, so that the group's client is still blocked after another
+// client's hits. Mutation checks: ignoring the serial in NamesNothing
+// fails the custom-rule step; noting every decision that blocks nothing
+// fails the group step.
+func TestBlockingNoteOnCacheEntry(t *testing.T) {
+	t.Parallel()
+	kids := listFile(t, "||games.example^")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`[[upstreams]]
+address = "udp://127.0.0.1:53"
+[blocking]
+block = ["||ads.example^"]
+state_dir = %q
+[[blocking.lists]]
+name = "kids"
+source = %q
+[[blocking.groups]]
+name = "kids"
+clients = ["127.0.0.2"]
+lists = ["kids"]
+`, t.TempDir(), kids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := blocking.NewManager(blocking.Options{Config: cfg.Blocking})
+	m.Start(context.Background())
+	t.Cleanup(m.Close)
+	e := m.Engine()
+	pool := answeringPool(t, "www.example. 300 IN A 192.0.2.1")
+	h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Blocking: e, Cache: testCacheConfig()})
+	t.Cleanup(h.Close)
+	one, two := netip.MustParseAddrPort("127.0.0.1:5000"), netip.MustParseAddrPort("127.0.0.2:5000")
+	ask := func(client netip.AddrPort, name string) Entry {
+		t.Helper()
+		exchangeFrom(t, h, client, withEDNS(newQuery(name, dns.TypeA), 1232, false), ProtoUDP)
+		return rec.last()
+	}
+	noted := func(name string) bool {
+		t.Helper()
+		hit, st := h.cache.Cache.Get(cache.Key{Name: name, Type: dns.TypeA, Class: dns.ClassINET}, time.Now())
+		if st != cache.Fresh {
+			t.Fatalf("%s: cache state %v, want fresh", name, st)
+		}
+		return hit.NamesNothing(e.Rules().Serial())
+	}
+
+	for i, want := range []string{SourcePool, SourceCache, SourceCache} {
+		if en := ask(one, "www.example."); en.Source != want {
+			t.Fatalf("www.example. query %d: source %q, want %q", i, en.Source, want)
+		}
+	}
+	if !noted("www.example.") {
+		t.Fatal("a hit whose name no rule names left no note on its entry")
+	}
+	if _, err := m.AddRule(blocking.APIRule{Kind: "block", Rule: "www.example"}); err != nil {
+		t.Fatal(err)
+	}
+	if en := ask(one, "www.example."); en.Source != SourceBlocked || en.List != config.ReservedListName {
+		t.Fatalf("after the custom rule: source %q list %q, want blocked by %q", en.Source, en.List, config.ReservedListName)
+	}
+	m.Pause(0)
+	if en := ask(one, "www.example."); en.Source != SourceCache {
+		t.Fatalf("paused: source %q, want the cache", en.Source)
+	}
+	m.Resume()
+	if en := ask(one, "www.example."); en.Source != SourceBlocked {
+		t.Fatalf("resumed: source %q, want blocked", en.Source)
+	}
+
+	for i, want := range []string{SourcePool, SourceCache, SourceCache} {
+		if en := ask(one, "games.example."); en.Source != want {
+			t.Fatalf("games.example. query %d from %s: source %q, want %q", i, one, en.Source, want)
+		}
+	}
+	if noted("games.example.") {
+		t.Error("a name the kids list names was noted as named by nothing")
+	}
+	if en := ask(two, "games.example."); en.Source != SourceBlocked || en.List != "kids" {
+		t.Errorf("games.example. from %s after %s's hits: source %q list %q, want blocked by kids", two, one, en.Source, en.List)
 	}
 }

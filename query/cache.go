@@ -136,9 +136,8 @@ func (h *Handler) remember(ctx context.Context, k cache.Key, err error, now time
 func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int, done bool) {
 	r, e, buf := &s.req, &s.entry, s.buf
 	now := e.Time
-	s.key = r.cacheKey()
-	k := s.key
-	hit, st := h.cache.Cache.Get(k, now)
+	h.lookUp(s)
+	k, hit, st := s.key, s.hit, s.state
 	switch st {
 	case cache.Fresh:
 		e.Source, e.CacheResult = SourceCache, CacheHit
@@ -159,8 +158,19 @@ func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int,
 	default:
 		e.CacheResult = CacheMiss
 	}
-	s.hit, s.state = hit, st
 	return nil, nil, 0, false
+}
+
+// lookUp looks s's query up in the cache, once: s.key, s.hit and s.state
+// are the cache's for the rest of the query. The blocking step looks up
+// first when rules are in force (block.go), else the cache's step.
+func (h *Handler) lookUp(s *scratch) {
+	if s.looked {
+		return
+	}
+	s.looked = true
+	s.key = s.req.cacheKey()
+	s.hit, s.state = h.cache.Cache.Get(s.key, s.entry.Time)
 }
 
 // resolveStale answers r, whose entry hit has expired but may still be
