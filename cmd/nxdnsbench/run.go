@@ -36,6 +36,7 @@ type runConfig struct {
 	hitNames           int           // distinct names in the hits rows' query file
 	forwardCache       bool          // the forwarding row with nxdnsd's cache on: the miss path
 	blockRules         int           // the blocking rows' generated rules; 0: no blocking rows
+	pairs              int           // runs at each side of a row measured side by side (pairs.go)
 	history            bool          // the history rows: forwarding and hits with the query history on, in a file
 	historyKnown       bool          // the binary has [history] (probeHistory): the other rows run with it off
 	historyQPS         int           // the history rows' rate-limited forwarding row (dnsperf -Q); 0 skips it
@@ -94,6 +95,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&c.burstInFlight, "burst-inflight", 200, "queries in flight in a fault burst")
 	fs.DurationVar(&c.burstTimeout, "burst-timeout", 5*time.Second, "client timeout in a fault burst")
 	fs.IntVar(&c.sockets, "fake-sockets", 0, "UDP sockets per fake upstream (0: one per CPU)")
+	fs.IntVar(&c.pairs, "pairs", 3, "with -block-rules: each blocking row measured side by side at an nxdnsd without lists and one with them, this many runs at each in turns; the ratio is the pairs' median")
 	fs.StringVar(&c.out, "o", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.perfRecord, "perf-record", "", "record `file` with perf (cpu-clock, call graphs) of nxdnsd during its dnsperf run")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (configs, nxdnsd logs, query file)")
@@ -105,8 +107,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run: unexpected arguments %v", fs.Args())
 	}
 	if c.perf.Duration <= 0 || c.perf.Duration > 10*time.Minute || c.names < 1 || c.names > 10_000_000 ||
-		c.hitNames < 1 || c.hitNames > 10_000_000 || c.blockRules < 0 || c.blockRules > 10_000_000 {
-		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000, 1 <= -hit-names <= 10,000,000 and 0 <= -block-rules <= 10,000,000")
+		c.hitNames < 1 || c.hitNames > 10_000_000 || c.blockRules < 0 || c.blockRules > 10_000_000 || c.pairs < 1 || c.pairs > 20 {
+		return errors.New("run: want 0 < -l <= 10m, 1 <= -names <= 10,000,000, 1 <= -hit-names <= 10,000,000, 0 <= -block-rules <= 10,000,000 and 1 <= -pairs <= 20")
 	}
 	if c.historyStore != storeSQLite && c.historyStore != storePostgres {
 		return fmt.Errorf("run: -history-store %q: want %s or %s", c.historyStore, storeSQLite, storePostgres)
