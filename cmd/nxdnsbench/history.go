@@ -29,8 +29,13 @@ type historyRuns struct {
 }
 
 // historyRun is one row with the history on and what its history counted.
+// The forwarding and hits rows are measured side by side (pairs.go): a
+// with the history off, b with it on, in two processes beside each
+// other; run is then b's median run and the counts and PostgreSQL's CPU
+// are over every b run. The -history-qps row is one run (pairs nil).
 type historyRun struct {
 	run              *fwdRun
+	pairs            *pairRuns
 	rows, dropped    uint64
 	countsKnown      bool // both series were read
 	file             string
@@ -53,10 +58,33 @@ func (h *historyRun) cpuPerQuery(pg bool) (us float64, ok bool) {
 	if !pg {
 		return h.run.cpuPerQuery()
 	}
-	if !h.pgCPUKnown || h.run.perf.Completed == 0 || h.run.cpu <= 0 {
+	cpu, completed := h.onTotals()
+	if !h.pgCPUKnown || completed == 0 || cpu <= 0 {
 		return 0, false
 	}
-	return perQueryUS(h.run.cpu+h.pgCPU, h.run.perf.Completed), true
+	return perQueryUS(cpu+h.pgCPU, completed), true
+}
+
+// onTotals is nxdnsd's CPU time and the queries answered over every run
+// with the history on: the one run, or each pair's b.
+func (h *historyRun) onTotals() (cpu time.Duration, completed int) {
+	if h.pairs == nil {
+		return h.run.cpu, h.run.perf.Completed
+	}
+	for _, r := range h.pairs.b {
+		cpu, completed = cpu+r.cpu, completed+r.perf.Completed
+	}
+	return cpu, completed
+}
+
+// ratio is the row's QPS with the history on over it off: the pairs'
+// median, or against off (the throughput or hits table's row) for a row
+// measured once.
+func (h *historyRun) ratio(off *fwdRun) float64 {
+	if h.pairs != nil {
+		return h.pairs.ratio()
+	}
+	return h.run.perf.QPS / off.perf.QPS
 }
 
 // historyQPSLength is the rate-limited row's length: -history-qps-l, or
@@ -85,7 +113,9 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 		defer pg.close()
 		hr.pgVersion = pg.version
 	}
-	one := func(name, queries string, cache bool, c runConfig) (*historyRun, error) {
+	// one measures a row with the history on, side by side with it off
+	// in a process beside (paired), or once.
+	one := func(name, queries string, cache bool, c runConfig, paired bool) (*historyRun, error) {
 		conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 		if err != nil {
 			return nil, err
@@ -102,20 +132,40 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 			conf.HistoryPath = filepath.Join(dir, name+".db")
 			h.file = conf.HistoryPath
 		}
+		var off *child
+		if paired {
+			offConf, err := c.nxdnsdConf(primary, secondary, 32, "")
+			if err != nil {
+				return nil, err
+			}
+			offConf.Cache = conf.Cache
+			if off, err = startChild(ctx, c.nxdnsd, dir, name+"-off", offConf); err != nil {
+				return nil, err
+			}
+			defer off.stop()
+		}
 		nx, err := startChild(ctx, c.nxdnsd, dir, name, conf)
 		if err != nil {
 			return nil, err
 		}
 		defer nx.stop()
 		before, _ := nx.metric(ctx, "nxdns_history_rows_total")
-		progress("%s, the history on in %s: dnsperf %s -> nxdnsd %s", name, h.file, c.perf, nx.addr)
 		var pgBefore time.Duration
 		var pgErr error
 		if pg != nil {
 			pgBefore, pgErr = pg.cpu()
 		}
-		if h.run, err = measure(ctx, c, nx, nx.addr, queries, upstream, nil); err != nil {
-			return nil, err
+		if paired {
+			label := fmt.Sprintf("%s, a: the history off, b: on in %s", name, h.file)
+			if h.pairs, err = measurePairs(ctx, c, c.pairs, side{off, queries}, side{nx, queries}, upstream, progress, label); err != nil {
+				return nil, err
+			}
+			h.run = h.pairs.medianB()
+		} else {
+			progress("%s, the history on in %s: dnsperf %s -> nxdnsd %s", name, h.file, c.perf, nx.addr)
+			if h.run, err = measure(ctx, c, nx, nx.addr, queries, upstream, nil); err != nil {
+				return nil, err
+			}
 		}
 		if pg != nil {
 			after, err := pg.cpu()
@@ -133,11 +183,11 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 		return h, nil
 	}
 	var err error
-	if hr.fwd, err = one("throughput-history", filepath.Join(dir, "queries.txt"), c.forwardCache, c); err != nil {
+	if hr.fwd, err = one("throughput-history", filepath.Join(dir, "queries.txt"), c.forwardCache, c, true); err != nil {
 		return nil, err
 	}
 	if t.hits != nil && t.hits.nx != nil {
-		if hr.hits, err = one("hits-history", filepath.Join(dir, "hits.txt"), true, c); err != nil {
+		if hr.hits, err = one("hits-history", filepath.Join(dir, "hits.txt"), true, c, true); err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +195,7 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 		rc := c
 		rc.perf.MaxQPS = c.historyQPS
 		rc.perf.Duration = c.historyQPSLength()
-		if hr.rate, err = one("rate-history", filepath.Join(dir, "queries.txt"), c.forwardCache, rc); err != nil {
+		if hr.rate, err = one("rate-history", filepath.Join(dir, "queries.txt"), c.forwardCache, rc, false); err != nil {
 			return nil, err
 		}
 	}
@@ -161,11 +211,11 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 	pg := r.cfg.historyStore == storePostgres
 	if pg {
 		fmt.Fprintf(b, "\n### Query history: on, in PostgreSQL (issue 32), dnsperf %s, UDP\n\n", r.cfg.perf)
-		fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query, nxdnsd + PostgreSQL | of which PostgreSQL | on / off | rows written | rows dropped | rows in the database |\n")
+		fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query, nxdnsd + PostgreSQL | of which PostgreSQL | on / off: median (the pairs) | rows written | rows dropped | rows in the database |\n")
 		fmt.Fprintf(b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	} else {
 		fmt.Fprintf(b, "\n### Query history: on, in a file (issue 28), dnsperf %s, UDP\n\n", r.cfg.perf)
-		fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query | on / off | rows written | rows dropped |\n")
+		fmt.Fprintf(b, "| row | history off: QPS | CPU per query | history on: QPS | CPU per query | on / off: median (the pairs) | rows written | rows dropped |\n")
 		fmt.Fprintf(b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	}
 	// on's columns after its QPS: CPU per query (and PostgreSQL's), then
@@ -178,8 +228,8 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 		}
 		if pg {
 			of := "?"
-			if on.pgCPUKnown && on.run.perf.Completed > 0 {
-				of = perQuery(on.pgCPU, on.run.perf)
+			if _, completed := on.onTotals(); on.pgCPUKnown && completed > 0 {
+				of = fmt.Sprintf("%.1f µs", perQueryUS(on.pgCPU, completed))
 			}
 			s += " | " + of
 		}
@@ -205,12 +255,19 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 		dashes = strings.Repeat(" – |", 9)
 	}
 	row := func(name string, off *fwdRun, on *historyRun) {
+		if on != nil && on.pairs != nil {
+			off = on.pairs.medianA()
+		}
 		if off == nil || on == nil {
 			fmt.Fprintf(b, "| %s |%s\n", name, dashes)
 			return
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %.3f | %s |\n", name, thousands(off.perf.QPS), usPerQuery(off),
-			thousands(on.run.perf.QPS), cpu(on), on.run.perf.QPS/off.perf.QPS, counts(on))
+		ratio := fmt.Sprintf("%.3f", on.ratio(off))
+		if on.pairs != nil {
+			ratio += " (" + on.pairs.ratiosText() + ")"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, thousands(off.perf.QPS), usPerQuery(off),
+			thousands(on.run.perf.QPS), cpu(on), ratio, counts(on))
 	}
 	row(fmt.Sprintf("forwarding: %s names", thousands(float64(r.cfg.names))), t.nx, hr.fwd)
 	var hits *fwdRun
@@ -226,8 +283,8 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 		fmt.Fprintf(b, "| %s | – | – | %s | %s | – | %s |\n", name, thousands(x.run.perf.QPS), cpu(x), counts(x))
 	}
 	if pg {
-		fmt.Fprintf(b, "\nThe rows with the history off are the throughput and hits tables' own nxdnsd rows (`[history] enabled = false`); "+
-			"the rows with it on are a fresh nxdnsd with the same settings and `[history] postgres` a new database of its own "+
+		fmt.Fprintf(b, "\n"+pairedText+
+			"The history is `[history] postgres`, a new database for each row "+
 			"on a throwaway PostgreSQL %s server on loopback (this machine; initdb's defaults, fsync on; nxdnsd's sessions commit with synchronous_commit off, "+
 			"its default when the connection string does not set it), `instance` the row's name. "+
 			"Their CPU per query is nxdnsd's plus the PostgreSQL server's processes' over the run (user and system time of the postmaster and its children, "+
@@ -237,11 +294,17 @@ func (r *report) writeHistory(b *strings.Builder, t *throughput) {
 			"rows in the database are counted once nxdnsd has stopped (it writes what it holds first), readiness queries included.\n", hr.pgVersion)
 		return
 	}
-	fmt.Fprintf(b, "\nThe rows with the history off are the throughput and hits tables' own nxdnsd rows (`[history] enabled = false`); "+
-		"the rows with it on are a fresh nxdnsd with the same settings and `[history] path` a new file in the work directory. "+
+	fmt.Fprintf(b, "\n"+pairedText+
+		"The history is `[history] path`, a new file in the work directory for each row. "+
 		"Rows written and dropped are nxdns_history_rows_total and nxdns_history_dropped_total scraped right after dnsperf ended "+
 		"(written: less the readiness queries'); a batch still being written then is in neither.\n")
 }
+
+// pairedText says how the history rows were measured.
+const pairedText = "The forwarding and hits rows are each measured at two fresh nxdnsd processes running beside each other with the same settings, " +
+	"one with the history off (`[history] enabled = false`) and one with it on: dnsperf at one, then the other, then the other way round, -pairs times each. " +
+	"Their QPS and CPU columns are each side's median run; the ratio is the median of the pairs' ratios, listed in pair order; " +
+	"the rows written and dropped are over every run with the history on. The -history-qps row is one run. "
 
 // verdictHistory is issue 28's check, or with PostgreSQL issue 32's: the
 // forwarding row with the history on at most maxHistoryLoss below it
@@ -256,7 +319,7 @@ func (r *report) verdictHistory(check func(bool, string, ...any), notChecked fun
 		return
 	}
 	if on := hr.fwd; on != nil {
-		ratio := on.run.perf.QPS / t.nx.perf.QPS
+		ratio := on.ratio(t.nx)
 		check(ratio >= 1-maxHistoryLoss, "issue 28, forwarding with the history on: %.3f of the QPS with it off >= %.2f (rows dropped: %d)",
 			ratio, 1-maxHistoryLoss, on.dropped)
 	}
@@ -269,7 +332,7 @@ func (r *report) verdictHistory(check func(bool, string, ...any), notChecked fun
 		notChecked("issue 28, hits with the history on: no hits row")
 		return
 	}
-	ratio := hr.hits.run.perf.QPS / t.hits.nx.perf.QPS
+	ratio := hr.hits.ratio(t.hits.nx)
 	check(ratio >= 1-maxHistoryLoss, "issue 28, hits with the history on: %.3f of the QPS with it off >= %.2f (rows dropped: %d, counted)",
 		ratio, 1-maxHistoryLoss, hr.hits.dropped)
 }
@@ -281,7 +344,7 @@ func (r *report) verdictHistory(check func(bool, string, ...any), notChecked fun
 func (r *report) verdictHistoryPG(check func(bool, string, ...any), notChecked func(string, ...any), t *throughput) {
 	hr := t.history
 	if on := hr.fwd; on != nil {
-		ratio := on.run.perf.QPS / t.nx.perf.QPS
+		ratio := on.ratio(t.nx)
 		check(ratio >= 1-maxHistoryLoss, "issue 32, forwarding with history.postgres: %.3f of the QPS with the history off >= %.2f (rows dropped: %d)",
 			ratio, 1-maxHistoryLoss, on.dropped)
 	}

@@ -95,7 +95,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&c.burstInFlight, "burst-inflight", 200, "queries in flight in a fault burst")
 	fs.DurationVar(&c.burstTimeout, "burst-timeout", 5*time.Second, "client timeout in a fault burst")
 	fs.IntVar(&c.sockets, "fake-sockets", 0, "UDP sockets per fake upstream (0: one per CPU)")
-	fs.IntVar(&c.pairs, "pairs", 3, "with -block-rules: each blocking row measured side by side at an nxdnsd without lists and one with them, this many runs at each in turns; the ratio is the pairs' median")
+	fs.IntVar(&c.pairs, "pairs", 3, "with -block-rules and -history: each blocking row, and the history's forwarding and hits rows, measured side by side at an nxdnsd without the feature and one with it, this many runs at each in turns; the ratio is the pairs' median")
 	fs.StringVar(&c.out, "o", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.perfRecord, "perf-record", "", "record `file` with perf (cpu-clock, call graphs) of nxdnsd during its dnsperf run")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (configs, nxdnsd logs, query file)")
