@@ -33,7 +33,7 @@ func TestHistoryReport(t *testing.T) {
 			cache:   cacheProbe{Has: true},
 			hits:    &hitsRuns{ceiling: &fwdRun{ceiling: true, perf: perf(300_000)}, nx: run(250_000)},
 			history: &historyRuns{
-				fwd:  &historyRun{run: run(78_000), rows: 390_000, dropped: 12, countsKnown: true},
+				fwd: &historyRun{run: run(78_000), rows: 390_000, dropped: 12, countsKnown: true},
 				hits: &historyRun{run: run(236_000), rows: 200_000, dropped: 1_000_000, countsKnown: true, pairs: &pairRuns{
 					a: []*fwdRun{run(250_000), run(240_000), run(250_000)},
 					b: []*fwdRun{run(240_000), run(236_000), run(120_000)},
