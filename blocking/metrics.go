@@ -3,9 +3,9 @@ package blocking
 import (
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/nxdnsd/nxdnsd/config"
+	"github.com/nxdnsd/nxdnsd/internal/promtext"
 )
 
 // The metric families of spec section 11, written by WritePrometheus with
@@ -57,47 +57,33 @@ func (m *Manager) WritePrometheus(w io.Writer) {
 	m.mu.Unlock()
 
 	var b []byte
-	b = appendFamily(b, blockedFamily, blockedHelp, "counter")
+	b = promtext.AppendHelp(b, blockedFamily, blockedHelp, "counter")
 	for _, r := range rows {
 		b = appendSample(b, blockedFamily, r.name, "", float64(r.lm.blocked.Load()))
 	}
 	b = appendSample(b, blockedFamily, config.ReservedListName, "", float64(custom.blocked.Load()))
-	b = appendFamily(b, rulesFamily, rulesHelp, "gauge")
+	b = promtext.AppendHelp(b, rulesFamily, rulesHelp, "gauge")
 	for _, r := range rows {
 		b = appendSample(b, rulesFamily, r.name, "", float64(r.rules))
 	}
 	b = appendSample(b, rulesFamily, config.ReservedListName, "", float64(customRules))
-	b = appendFamily(b, fetchFamily, fetchHelp, "counter")
+	b = promtext.AppendHelp(b, fetchFamily, fetchHelp, "counter")
 	for _, r := range rows {
 		b = appendSample(b, fetchFamily, r.name, "updated", float64(r.lm.updated.Load()))
 		b = appendSample(b, fetchFamily, r.name, "unchanged", float64(r.lm.unchanged.Load()))
 		b = appendSample(b, fetchFamily, r.name, "failed", float64(r.lm.failed.Load()))
 	}
-	b = appendFamily(b, ageFamily, ageHelp, "gauge")
+	b = promtext.AppendHelp(b, ageFamily, ageHelp, "gauge")
 	for _, r := range rows {
 		b = appendSample(b, ageFamily, r.name, "", r.age)
 	}
 	_, _ = w.Write(b) // a failed write is the scraper's problem
 }
 
-func appendFamily(b []byte, family, help, kind string) []byte {
-	b = append(b, "# HELP "...)
-	b = append(b, family...)
-	b = append(b, ' ')
-	b = append(b, help...) // no backslash or newline to escape
-	b = append(b, "\n# TYPE "...)
-	b = append(b, family...)
-	b = append(b, ' ')
-	b = append(b, kind...)
-	return append(b, '\n')
-}
-
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
 func appendSample(b []byte, family, list, result string, v float64) []byte {
 	b = append(b, family...)
 	b = append(b, `{list="`...)
-	b = append(b, labelEscaper.Replace(list)...)
+	b = append(b, promtext.Escape(list)...)
 	if result != "" {
 		b = append(b, `",result="`...)
 		b = append(b, result...)

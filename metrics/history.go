@@ -3,6 +3,8 @@ package metrics
 import (
 	"io"
 	"strconv"
+
+	"github.com/nxdnsd/nxdnsd/internal/promtext"
 )
 
 // The query history's families (spec section 12, issue 28), read from the
@@ -47,15 +49,15 @@ func (m *Metrics) writeHistory(w io.Writer) {
 		rows, dropped, bytes = ref.Rows(), ref.Dropped(), ref.Bytes()
 	}
 	b := make([]byte, 0, 768)
-	b = appendHelp(b, historyRowsFamily, historyRowsHelp, "counter")
+	b = promtext.AppendHelp(b, historyRowsFamily, historyRowsHelp, "counter")
 	b = append(b, historyRowsFamily+" "...)
 	b = strconv.AppendUint(b, rows, 10)
 	b = append(b, '\n')
-	b = appendHelp(b, historyDroppedFamily, historyDroppedHelp, "counter")
+	b = promtext.AppendHelp(b, historyDroppedFamily, historyDroppedHelp, "counter")
 	b = append(b, historyDroppedFamily+" "...)
 	b = strconv.AppendUint(b, dropped, 10)
 	b = append(b, '\n')
-	b = appendHelp(b, historyBytesFamily, historyBytesHelp, "gauge")
+	b = promtext.AppendHelp(b, historyBytesFamily, historyBytesHelp, "gauge")
 	b = append(b, historyBytesFamily+" "...)
 	b = strconv.AppendInt(b, bytes, 10)
 	b = append(b, '\n')

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"io"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/nxdnsd/nxdnsd/actors"
 	"github.com/nxdnsd/nxdnsd/internal/dnstext"
+	"github.com/nxdnsd/nxdnsd/internal/promtext"
 )
 
 // Protocols and rcodes whose nxdns_queries_total series exist from start:
@@ -243,7 +243,5 @@ func zoneSeries(zone, outcome string) string {
 	return `nxdns_forward_zone_queries_total{zone="` + escape(zone) + `",outcome="` + escape(outcome) + `"}`
 }
 
-// labelEscaper escapes a label value as the text format requires.
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func escape(v string) string { return labelEscaper.Replace(v) }
+// escape is a label value escaped (promtext.Escape).
+func escape(v string) string { return promtext.Escape(v) }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/internal/promtext"
 )
 
 // The health probes' families (issue 14), read from the pool's Status at
@@ -24,7 +25,7 @@ const (
 // nxdns_upstream_srtt_seconds, one per upstream. status(i) is upstream
 // i's Status (the zero Status before the pool is attached).
 func appendProbes(b []byte, names []string, status func(int) actors.Status) []byte {
-	b = appendHelp(b, probesFamily, probesHelp, "counter")
+	b = promtext.AppendHelp(b, probesFamily, probesHelp, "counter")
 	for i, name := range names {
 		st := status(i)
 		for _, o := range actors.Outcomes {
@@ -38,7 +39,7 @@ func appendProbes(b []byte, names []string, status func(int) actors.Status) []by
 			b = append(b, '\n')
 		}
 	}
-	b = appendHelp(b, srttFamily, srttHelp, "gauge")
+	b = promtext.AppendHelp(b, srttFamily, srttHelp, "gauge")
 	for i, name := range names {
 		b = append(b, srttFamily...)
 		b = append(b, `{upstream="`...)
@@ -48,17 +49,4 @@ func appendProbes(b []byte, names []string, status func(int) actors.Status) []by
 		b = append(b, '\n')
 	}
 	return b
-}
-
-// appendHelp appends a family's HELP line with text, and its TYPE line.
-func appendHelp(b []byte, family, help, kind string) []byte {
-	b = append(b, "# HELP "...)
-	b = append(b, family...)
-	b = append(b, ' ')
-	b = append(b, help...) // no backslash or newline to escape
-	b = append(b, "\n# TYPE "...)
-	b = append(b, family...)
-	b = append(b, ' ')
-	b = append(b, kind...)
-	return append(b, '\n')
 }
