@@ -35,6 +35,7 @@ type blockingRuns struct {
 	fwd     *pairRuns // the forwarding row
 	hits    *pairRuns // the hits row
 	blocked *pairRuns // a: the hits row's load; b: every query blocked, the list in force
+	refresh *refreshRun
 }
 
 // writeBlockList writes the generated list of n rules and ||blockedZone^
@@ -155,6 +156,11 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 	if br.blocked, err = measurePairs(ctx, c, c.pairs, side{plain, hits}, side{listed, blocked}, upstream, progress, label); err != nil {
 		return nil, err
 	}
+	if c.latency > 0 {
+		if br.refresh, err = measureRefresh(ctx, c, listed, list, progress); err != nil {
+			return nil, err
+		}
+	}
 	return br, nil
 }
 
@@ -185,6 +191,9 @@ func (r *report) writeBlocking(b *strings.Builder, t *throughput) {
 		"The QPS and CPU columns are each side's median run; the ratio is the median of the pairs' ratios, listed in pair order. "+
 		"The blocked row pairs the hits row's load at the process without lists with the blocked names at the one with the list.\n",
 		blockedZone, r.cfg.pairs)
+	if br.refresh != nil {
+		r.writeRefresh(b, br.refresh)
+	}
 }
 
 // verdictBlocking is issue 27's check: the forwarding and hits rows with
@@ -207,4 +216,9 @@ func (r *report) verdictBlocking(check func(bool, string, ...any), notChecked fu
 		thousands(float64(br.rules)), ratio, 1-maxBlockLoss, len(br.hits.a))
 	check(br.blocked.ratio() >= 1, "issue 27, blocked names: %.3f of the hits row's QPS >= 1 (median of %d pairs)",
 		br.blocked.ratio(), len(br.blocked.a))
+	if br.refresh != nil {
+		r.verdictRefresh(check, notChecked, br.refresh)
+	} else {
+		notChecked("issue 27, the hit path's p99 during a refresh: -latency 0")
+	}
 }

@@ -105,7 +105,7 @@ func (c daemonConf) toml() string {
 		fmt.Fprintf(&b, "\n[cache]\nenabled = %t\n", *c.Cache)
 	}
 	if c.BlockList != "" {
-		fmt.Fprintf(&b, "\n[[blocking.lists]]\nname = \"bench\"\nsource = %q\n", c.BlockList)
+		fmt.Fprintf(&b, "\n[[blocking.lists]]\nname = %q\nsource = %q\n", listName, c.BlockList)
 	}
 	switch {
 	case c.HistoryPostgres != "":

@@ -55,6 +55,11 @@ type Config struct {
 	// Prefix starts every query name: names are PREFIX<worker>-<n>.bench.example.,
 	// each asked once, so that no cache can answer them.
 	Prefix string
+
+	// Names, when above 0, makes the workers share Names names instead,
+	// PREFIX0-<0..Names-1>.bench.example., asked over and over: after
+	// the first round a cache answers them (the hit path's latency).
+	Names int
 }
 
 // Result is what a run saw.
@@ -119,6 +124,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("load: %d in flight, want 1..%d", cfg.InFlight, MaxInFlight)
 	case cfg.Timeout <= 0:
 		return nil, errors.New("load: no timeout")
+	case cfg.Names < 0:
+		return nil, errors.New("load: negative Names")
 	case len(cfg.Prefix) > maxPrefixLen:
 		return nil, fmt.Errorf("load: prefix %q longer than %d bytes", cfg.Prefix, maxPrefixLen)
 	}
@@ -195,9 +202,20 @@ func (w *worker) run(ctx context.Context, next *atomic.Int64, limit int64, stopS
 			return
 		}
 		id := uint16(rng.Uint32())
-		query = appendQuery(query[:0], id, w.cfg.Prefix, w.id, seq)
+		wid, n := w.name(seq)
+		query = appendQuery(query[:0], id, w.cfg.Prefix, wid, n)
 		w.exchange(c, query, buf)
 	}
+}
+
+// name is the worker's query seq's name, PREFIX<wid>-<n>: its own
+// names, or with Names the shared ones, each worker starting from its
+// own place in them.
+func (w *worker) name(seq int) (wid, n int) {
+	if w.cfg.Names > 0 {
+		return 0, (w.id*7919 + seq) % w.cfg.Names
+	}
+	return w.id, seq
 }
 
 // exchange sends one query and waits for its answer: a datagram with its

@@ -101,3 +101,33 @@ func TestPercentile(t *testing.T) {
 		}
 	}
 }
+
+// With Names every worker asks the same Names names, all of them, from
+// places of its own; without, each worker's names are its own.
+func TestWorkerNames(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	starts := map[int]bool{}
+	for id := range 4 {
+		w := &worker{id: id, cfg: &Config{Names: 10}}
+		_, start := w.name(0)
+		starts[start] = true
+		for seq := range 25 {
+			wid, n := w.name(seq)
+			if wid != 0 || n < 0 || n >= 10 {
+				t.Fatalf("worker %d query %d: name %d-%d, want 0-<0..9>", id, seq, wid, n)
+			}
+			seen[n] = true
+		}
+	}
+	if len(starts) != 4 {
+		t.Errorf("the 4 workers start at %d places, want 4", len(starts))
+	}
+	if len(seen) != 10 {
+		t.Errorf("%d of the 10 names asked", len(seen))
+	}
+	w := &worker{id: 3, cfg: &Config{}}
+	if wid, n := w.name(5); wid != 3 || n != 5 {
+		t.Errorf("without Names: %d-%d, want 3-5", wid, n)
+	}
+}
