@@ -156,8 +156,26 @@ func (c *Cache) shard(h uint64) *shard {
 // allocate; it counts the lookup in the frequency sketch, which decides
 // who stays when the cache is full.
 func (c *Cache) Get(k Key, now time.Time) (Hit, State) {
+	hit, st, h := c.Peek(k, now)
+	c.Count(h)
+	return hit, st
+}
+
+// Peek is Get without the count: it returns k's hash too, for Count
+// once the lookup turns out to be a query the cache serves (the
+// blocking step looks before it knows; a blocked query is not counted).
+func (c *Cache) Peek(k Key, now time.Time) (Hit, State, uint64) {
 	h := c.hash(k)
-	c.sketch.increment(h)
+	hit, st := c.find(k, h, now)
+	return hit, st, h
+}
+
+// Count counts a lookup of the key whose hash Peek returned in the
+// frequency sketch.
+func (c *Cache) Count(h uint64) { c.sketch.increment(h) }
+
+// find is k's entry, whose hash is h, at now.
+func (c *Cache) find(k Key, h uint64, now time.Time) (Hit, State) {
 	it, ok := c.shard(h).get(h)
 	if !ok || it.key != k {
 		return Hit{}, Miss

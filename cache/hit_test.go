@@ -147,3 +147,30 @@ func TestNamesNothingNote(t *testing.T) {
 		t.Fatal("a Hit of a replaced entry noted the entry that replaced it")
 	}
 }
+
+// Peek finds what Get finds and counts nothing in the frequency sketch;
+// Count with its hash counts as Get does. Mutation check: Peek counting
+// fails the first frequency check.
+func TestPeekCountsNothing(t *testing.T) {
+	t.Parallel()
+	c := New(testConfig())
+	k := keyOf(example)
+	c.Put(k, example.pack(t), t0)
+	h := c.hash(k)
+	before := c.sketch.frequency(h)
+	for range 3 {
+		hit, st, hash := c.Peek(k, t0)
+		if st != Fresh || hash != h || hit.Len() == 0 {
+			t.Fatalf("Peek: state %v, hash %x (want %x)", st, hash, h)
+		}
+	}
+	if f := c.sketch.frequency(h); f != before {
+		t.Fatalf("three Peeks moved the frequency %d -> %d", before, f)
+	}
+	for range 3 {
+		c.Count(h)
+	}
+	if f := c.sketch.frequency(h); f <= before {
+		t.Fatalf("three Counts left the frequency at %d (was %d)", f, before)
+	}
+}

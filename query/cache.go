@@ -137,6 +137,7 @@ func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int,
 	r, e, buf := &s.req, &s.entry, s.buf
 	now := e.Time
 	h.lookUp(s)
+	h.cache.Cache.Count(s.keyHash) // the sketch counts the queries the cache serves, not the blocked
 	k, hit, st := s.key, s.hit, s.state
 	switch st {
 	case cache.Fresh:
@@ -163,14 +164,15 @@ func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int,
 
 // lookUp looks s's query up in the cache, once: s.key, s.hit and s.state
 // are the cache's for the rest of the query. The blocking step looks up
-// first when rules are in force (block.go), else the cache's step.
+// first when rules are in force (block.go), else the cache's step, which
+// counts the lookup in the cache's frequency sketch (s.keyHash).
 func (h *Handler) lookUp(s *scratch) {
 	if s.looked {
 		return
 	}
 	s.looked = true
 	s.key = s.req.cacheKey()
-	s.hit, s.state = h.cache.Cache.Get(s.key, s.entry.Time)
+	s.hit, s.state, s.keyHash = h.cache.Cache.Peek(s.key, s.entry.Time)
 }
 
 // resolveStale answers r, whose entry hit has expired but may still be

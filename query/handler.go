@@ -166,11 +166,12 @@ type scratch struct {
 	// What the fast steps found, for the waiting ones: the forward zone
 	// (nil: the pool), and with the cache on the query's key, entry and
 	// its state.
-	zone   *Zone
-	key    cache.Key
-	hit    cache.Hit
-	state  cache.State
-	looked bool // key, hit and state are set (lookUp)
+	zone    *Zone
+	key     cache.Key
+	hit     cache.Hit
+	state   cache.State
+	looked  bool   // key, hit and state are set (lookUp)
+	keyHash uint64 // key's hash in the cache, for its frequency sketch
 
 	// allowed is set when an allow rule matched the name asked: its
 	// answer is exempt from CNAME inspection.
