@@ -29,6 +29,13 @@ import (
 // stops when the test ends.
 func newBlocking(tb testing.TB, src string) *blocking.Engine {
 	tb.Helper()
+	return newBlockingManager(tb, src).Engine()
+}
+
+// newBlockingManager is newBlocking's Manager, for a test that adds
+// rules or pauses.
+func newBlockingManager(tb testing.TB, src string) *blocking.Manager {
+	tb.Helper()
 	cfg, err := config.Parse([]byte("[[upstreams]]\naddress = \"udp://127.0.0.1:53\"\n" + src))
 	if err != nil {
 		tb.Fatalf("config:\n%v\n%s", err, src)
@@ -36,7 +43,7 @@ func newBlocking(tb testing.TB, src string) *blocking.Engine {
 	m := blocking.NewManager(blocking.Options{Config: cfg.Blocking})
 	m.Start(context.Background())
 	tb.Cleanup(m.Close)
-	return m.Engine()
+	return m
 }
 
 // listFile writes a list in a test's directory and returns its path.
@@ -653,9 +660,7 @@ func TestHasChain(t *testing.T) {
 func TestBlockingNoteOnCacheEntry(t *testing.T) {
 	t.Parallel()
 	kids := listFile(t, "||games.example^")
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`[[upstreams]]
-address = "udp://127.0.0.1:53"
-[blocking]
+	m := newBlockingManager(t, fmt.Sprintf(`[blocking]
 block = ["||ads.example^"]
 state_dir = %q
 [[blocking.lists]]
@@ -665,13 +670,7 @@ source = %q
 name = "kids"
 clients = ["127.0.0.2"]
 lists = ["kids"]
-`, t.TempDir(), kids)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := blocking.NewManager(blocking.Options{Config: cfg.Blocking})
-	m.Start(context.Background())
-	t.Cleanup(m.Close)
+`, t.TempDir(), kids))
 	e := m.Engine()
 	pool := answeringPool(t, "www.example. 300 IN A 192.0.2.1")
 	h, rec := newTestHandler(t, HandlerConfig{Pool: pool, Blocking: e, Cache: testCacheConfig()})

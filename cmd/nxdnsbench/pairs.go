@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -74,15 +75,7 @@ func (p *pairRuns) medianB() *fwdRun { return medianRun(p.b) }
 // even count).
 func medianRun(runs []*fwdRun) *fwdRun {
 	sorted := slices.Clone(runs)
-	slices.SortFunc(sorted, func(x, y *fwdRun) int {
-		switch {
-		case x.perf.QPS < y.perf.QPS:
-			return -1
-		case x.perf.QPS > y.perf.QPS:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(sorted, func(x, y *fwdRun) int { return cmp.Compare(x.perf.QPS, y.perf.QPS) })
 	return sorted[len(sorted)/2]
 }
 
