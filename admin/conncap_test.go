@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nxdnsd/nxdnsd/metrics"
 )
@@ -95,5 +97,66 @@ func TestCapListenerAdmit(t *testing.T) {
 	}
 	if len(l.conns) != 3 || l.peak != 3 {
 		t.Errorf("%d open, %d at most; want 3 and 3", len(l.conns), l.peak)
+	}
+}
+
+// A connection that never sent a request (a browser's preconnection)
+// does not hold up a shutdown: net/http alone would wait five seconds
+// for it, longer than the budget here. A request being answered still
+// finishes.
+func TestShutdownClosesPreconnections(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	entered := make(chan struct{})
+	s := New(Config{Listen: "127.0.0.1:0", Metrics: metrics.New(metrics.Config{}), Pool: &fakePool{},
+		Routes: func(mux *http.ServeMux) {
+			mux.HandleFunc("GET /slow", func(w http.ResponseWriter, _ *http.Request) {
+				close(entered)
+				<-release
+				_, _ = io.WriteString(w, "done\n")
+			})
+		}})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr().String()
+	pre, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pre.Close()
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if _, err := io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(ctx) }()
+	// The preconnection is closed at once, while the request goes on.
+	_ = pre.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := pre.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the preconnection read %d bytes, %v; want EOF: closed by the shutdown", n, err)
+	}
+	unblock()
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatalf("the request in progress: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "done\n" {
+		t.Errorf("the request in progress got %q, want \"done\\n\"", body)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("shutdown: %v, want nil: nothing was cut short", err)
 	}
 }

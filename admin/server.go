@@ -143,6 +143,15 @@ func New(cfg Config) *Server {
 		ErrorLog:          zap.NewStdLog(s.log.Named("admin")),
 		ConnState:         trackConn,
 	}
+	// Run by Shutdown once the listener is closed.
+	s.http.RegisterOnShutdown(func() {
+		s.mu.Lock()
+		ln := s.ln
+		s.mu.Unlock()
+		if l, ok := ln.(*capListener); ok {
+			l.closeUnanswered()
+		}
+	})
 	return s
 }
 
@@ -316,9 +325,10 @@ type capListener struct {
 	net.Listener
 	max int
 
-	mu    sync.Mutex // guards following
-	conns []*capConn // open, oldest first
-	peak  int        // the most open at once, for tests
+	mu     sync.Mutex // guards following
+	conns  []*capConn // open, oldest first
+	peak   int        // the most open at once, for tests
+	closed bool       // shutting down: closeUnanswered ran, no more are admitted
 }
 
 // capConn is a connection of a capListener. The admin server's ConnState
@@ -355,6 +365,9 @@ func (l *capListener) Accept() (net.Conn, error) {
 func (l *capListener) admit(c *capConn) (victim *capConn, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil, false
+	}
 	if len(l.conns) >= l.max {
 		i := slices.IndexFunc(l.conns, func(o *capConn) bool { return !o.answered })
 		if i < 0 {
@@ -366,6 +379,26 @@ func (l *capListener) admit(c *capConn) (victim *capConn, ok bool) {
 	l.conns = append(l.conns, c)
 	l.peak = max(l.peak, len(l.conns))
 	return victim, true
+}
+
+// closeUnanswered closes every connection that is not being answered and
+// admits no more. The admin server calls it as it shuts down: net/http
+// closes idle connections itself, but gives one that never sent a request
+// (a browser's preconnection) five seconds first, which a shutdown's
+// budget may not have.
+func (l *capListener) closeUnanswered() {
+	l.mu.Lock()
+	l.closed = true
+	var idle []*capConn
+	for _, c := range l.conns {
+		if !c.answered {
+			idle = append(idle, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close()
+	}
 }
 
 // Close closes c and counts it out.
