@@ -34,7 +34,7 @@ type blockingRuns struct {
 	rules   int       // in the generated list, the blocked zone's rule included
 	fwd     *pairRuns // the forwarding row
 	hits    *pairRuns // the hits row
-	blocked *pairRuns // a: the hits row's load; b: every query blocked, the list in force
+	blocked *pairRuns // at the process with the list, a: the hits row's load; b: every query blocked
 	refresh *refreshRun
 }
 
@@ -79,8 +79,9 @@ func writeBlockedQueries(path string, n int) error {
 // forwarding row two fresh nxdnsd processes, without lists and with the
 // list, their caches as the forwarding row's; for the hits row two more
 // with their caches on (the hits rows' query file, hits.txt in dir),
-// whose blocked row then pairs the hits row's load at the one without
-// lists with the blocked names at the one with the list.
+// whose blocked row then pairs, at the one with the list, the hits row's
+// load with the blocked names: the same rules in force and the same
+// process, so that only what a blocked name costs beside a hit differs.
 func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput, primary, secondary *fake.Server,
 	upstream func() uint64, progress func(string, ...any)) (*blockingRuns, error) {
 	list := filepath.Join(dir, "blocklist.txt")
@@ -152,8 +153,8 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 	if br.hits, err = measurePairs(ctx, c, c.pairs, side{plain, hits}, side{listed, hits}, upstream, progress, label); err != nil {
 		return nil, err
 	}
-	label = fmt.Sprintf("a: hits without lists, b: %d names under %s, every query blocked", c.hitNames, blockedZone)
-	if br.blocked, err = measurePairs(ctx, c, c.pairs, side{plain, hits}, side{listed, blocked}, upstream, progress, label); err != nil {
+	label = fmt.Sprintf("at the process with the rules, a: hits, b: %d names under %s, every query blocked", c.hitNames, blockedZone)
+	if br.blocked, err = measurePairs(ctx, c, c.pairs, side{listed, hits}, side{listed, blocked}, upstream, progress, label); err != nil {
 		return nil, err
 	}
 	if c.latency > 0 {
@@ -184,12 +185,13 @@ func (r *report) writeBlocking(b *strings.Builder, t *throughput) {
 	}
 	row(fmt.Sprintf("forwarding: %s names", thousands(float64(r.cfg.names))), "", br.fwd)
 	row(fmt.Sprintf("hits: %s names over and over", thousands(float64(r.cfg.hitNames))), "", br.hits)
-	row(fmt.Sprintf("blocked: %s names under %s., every query blocked", thousands(float64(r.cfg.hitNames)), blockedZone), "hits: ", br.blocked)
+	row(fmt.Sprintf("blocked: %s names under %s., every query blocked", thousands(float64(r.cfg.hitNames)), blockedZone), "hits, with the rules: ", br.blocked)
 	fmt.Fprintf(b, "\nEach row is measured at two nxdnsd processes running beside each other, one without lists and one with the same settings "+
 		"and one `[[blocking.lists]]` file of the generated rules (`||%s^` among them), loaded before it answered: "+
 		"dnsperf at one, then the other, then the other way round, %d times each. "+
 		"The QPS and CPU columns are each side's median run; the ratio is the median of the pairs' ratios, listed in pair order. "+
-		"The blocked row pairs the hits row's load at the process without lists with the blocked names at the one with the list.\n",
+		"The blocked row is measured at the process with the list alone: the hits row's load (its first columns) beside the blocked names, in turns; "+
+		"the CPU columns say what a blocked name costs beside a hit under the same rules.\n",
 		blockedZone, r.cfg.pairs)
 	if br.refresh != nil {
 		r.writeRefresh(b, br.refresh)
