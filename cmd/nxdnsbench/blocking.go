@@ -76,12 +76,13 @@ func writeBlockedQueries(path string, n int) error {
 
 // measureBlocking runs the blocking rows after the others, in the same
 // run and against the same fakes, each side by side (pairs.go): for the
-// forwarding row two fresh nxdnsd processes, without lists and with the
-// list, their caches as the forwarding row's; for the hits row two more
-// with their caches on (the hits rows' query file, hits.txt in dir),
-// whose blocked row then pairs, at the one with the list, the hits row's
-// load with the blocked names: the same rules in force and the same
-// process, so that only what a blocked name costs beside a hit differs.
+// forwarding row an nxdnsd without lists and one with the list for every
+// pair, their caches as the forwarding row's; for the hits row the same
+// with their caches on (the hits rows' query file, hits.txt in dir). The
+// blocked row runs, at one nxdnsd with the list for every pair, the hits
+// row's load beside the blocked names: the same rules in force and the
+// same process, so that only what a blocked name costs beside a hit
+// differs. The refresh row has one more nxdnsd with the list.
 func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput, primary, secondary *fake.Server,
 	upstream func() uint64, progress func(string, ...any)) (*blockingRuns, error) {
 	list := filepath.Join(dir, "blocklist.txt")
@@ -90,49 +91,42 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 		return nil, err
 	}
 	br := &blockingRuns{rules: c.blockRules + 1}
-	// start starts the pair's two processes, named name-plain and
-	// name-blocking, with their cache on or not.
-	start := func(name string, cache bool) (plain, listed *child, err error) {
-		for _, withList := range []bool{false, true} {
-			conf, err := c.nxdnsdConf(primary, secondary, 32, "")
-			if err != nil {
-				return plain, listed, err
-			}
-			conf.Cache = t.cache.enabled(cache)
-			suffix := "-plain"
-			if withList {
-				conf.BlockList, suffix = list, "-blocking"
-			}
-			nx, err := startChild(ctx, c.nxdnsd, dir, name+suffix, conf)
-			if err != nil {
-				return plain, listed, err
-			}
-			if withList {
-				listed = nx
-			} else {
-				plain = nx
-			}
+	// start starts an nxdnsd named name, with the list or not, its cache
+	// on or not.
+	start := func(name string, withList, cache bool) (*child, error) {
+		conf, err := c.nxdnsdConf(primary, secondary, 32, "")
+		if err != nil {
+			return nil, err
 		}
-		return plain, listed, nil
+		conf.Cache = t.cache.enabled(cache)
+		if withList {
+			conf.BlockList = list
+		}
+		return startChild(ctx, c.nxdnsd, dir, name, conf)
 	}
-	stop := func(nxs ...*child) {
-		for _, nx := range nxs {
-			if nx != nil {
-				nx.stop()
+	// beside are a pair's processes without the list and with it.
+	beside := func(name, queries string, cache bool) pairProcs {
+		return func(i int) (a, b *child, stop func(), err error) {
+			if a, err = start(fmt.Sprintf("%s-plain-%d", name, i+1), false, cache); err != nil {
+				return nil, nil, nil, err
 			}
+			if b, err = start(fmt.Sprintf("%s-blocking-%d", name, i+1), true, cache); err != nil {
+				a.stop()
+				return nil, nil, nil, err
+			}
+			stop = func() { a.stop(); b.stop() }
+			if err := warmUp(ctx, c, queries, a, b); err != nil {
+				stop()
+				return nil, nil, nil, err
+			}
+			return a, b, stop, nil
 		}
 	}
 
-	plain, listed, err := start("throughput", c.forwardCache)
-	if err != nil {
-		stop(plain, listed)
-		return nil, err
-	}
 	queries := filepath.Join(dir, "queries.txt")
 	label := fmt.Sprintf("forwarding, a: no lists, b: %d rules in force", br.rules)
-	br.fwd, err = measurePairs(ctx, c, c.pairs, side{plain, queries}, side{listed, queries}, upstream, progress, label)
-	stop(plain, listed)
-	if err != nil {
+	var err error
+	if br.fwd, err = measurePairs(ctx, c, c.pairs, beside("throughput", queries, c.forwardCache), queries, queries, upstream, progress, label); err != nil {
 		return nil, err
 	}
 	if t.hits == nil || t.hits.nx == nil {
@@ -143,21 +137,32 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 	if err := writeBlockedQueries(blocked, c.hitNames); err != nil {
 		return nil, err
 	}
-	plain, listed, err = start("hits", true)
-	defer stop(plain, listed)
-	if err != nil {
-		return nil, err
-	}
 	hits := filepath.Join(dir, "hits.txt")
 	label = fmt.Sprintf("hits, a: no lists, b: %d rules in force", br.rules)
-	if br.hits, err = measurePairs(ctx, c, c.pairs, side{plain, hits}, side{listed, hits}, upstream, progress, label); err != nil {
+	if br.hits, err = measurePairs(ctx, c, c.pairs, beside("hits", hits, true), hits, hits, upstream, progress, label); err != nil {
 		return nil, err
 	}
+	one := func(i int) (a, b *child, stop func(), err error) {
+		nx, err := start(fmt.Sprintf("blocked-%d", i+1), true, true)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := warmUp(ctx, c, hits, nx); err != nil {
+			nx.stop()
+			return nil, nil, nil, err
+		}
+		return nx, nx, nx.stop, nil
+	}
 	label = fmt.Sprintf("at the process with the rules, a: hits, b: %d names under %s, every query blocked", c.hitNames, blockedZone)
-	if br.blocked, err = measurePairs(ctx, c, c.pairs, side{listed, hits}, side{listed, blocked}, upstream, progress, label); err != nil {
+	if br.blocked, err = measurePairs(ctx, c, c.pairs, one, hits, blocked, upstream, progress, label); err != nil {
 		return nil, err
 	}
 	if c.latency > 0 {
+		listed, err := start("refresh", true, true)
+		if err != nil {
+			return nil, err
+		}
+		defer listed.stop()
 		if br.refresh, err = measureRefresh(ctx, c, listed, list, progress); err != nil {
 			return nil, err
 		}
@@ -188,7 +193,7 @@ func (r *report) writeBlocking(b *strings.Builder, t *throughput) {
 	row(fmt.Sprintf("blocked: %s names under %s., every query blocked", thousands(float64(r.cfg.hitNames)), blockedZone), "hits, with the rules: ", br.blocked)
 	fmt.Fprintf(b, "\nEach row is measured at two nxdnsd processes running beside each other, one without lists and one with the same settings "+
 		"and one `[[blocking.lists]]` file of the generated rules (`||%s^` among them), loaded before it answered: "+
-		"dnsperf at one, then the other, then the other way round, %d times each. "+
+		"dnsperf at one, then the other, then the other way round, %d times each, two fresh processes for every pair. "+
 		"The QPS and CPU columns are each side's median run; the ratio is the median of the pairs' ratios, listed in pair order. "+
 		"The blocked row is measured at the process with the list alone: the hits row's load (its first columns) beside the blocked names, in turns; "+
 		"the CPU columns say what a blocked name costs beside a hit under the same rules.\n",

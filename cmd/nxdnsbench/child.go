@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -338,28 +336,8 @@ func (c *child) mallocs(ctx context.Context) (n uint64, ok bool) {
 // admin /metrics; ok is false when it serves no such series or has no
 // admin endpoint (dnsdist).
 func (c *child) metric(ctx context.Context, name string) (n uint64, ok bool) {
-	if !c.admin.IsValid() {
-		return 0, false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.admin.String()+"/metrics", nil)
-	if err != nil {
-		return 0, false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), name+" "); found {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return uint64(f), err == nil && resp.StatusCode == http.StatusOK
-		}
-	}
-	return 0, false
+	v, ok := scrapeMetric(ctx, c.admin, name)
+	return uint64(v), ok
 }
 
 // stop ends the child: SIGTERM, then SIGKILL to its whole process group

@@ -103,6 +103,23 @@ func measureEncrypted(ctx context.Context, c runConfig, dir string, cache cacheP
 	pc := c
 	pc.perf.Clients = encClients
 	e := &encRuns{}
+	// both runs dnsperf over DoT, then DoH, at ch's listeners enc.
+	both := func(ch *child, who, cached string, enc encListen, dot, doh **fwdRun) error {
+		for _, m := range []struct {
+			mode string
+			addr netip.AddrPort
+			dst  **fwdRun
+		}{{"dot", enc.DoT, dot}, {"doh", enc.DoH, doh}} {
+			pc.perf.Mode = m.mode
+			progress("encrypted: dnsperf -m %s %s -> %s %s, %s", m.mode, pc.perf, who, m.addr, cached)
+			r, err := measure(ctx, pc, ch, m.addr, queries, upstream, nil)
+			if err != nil {
+				return err
+			}
+			*m.dst = r
+		}
+		return nil
+	}
 
 	conf, err := c.nxdnsdConf(primary, secondary, 32, "")
 	if err != nil {
@@ -118,16 +135,8 @@ func measureEncrypted(ctx context.Context, c runConfig, dir string, cache cacheP
 		e.note = "nxdnsd: " + lastLines(err.Error(), 1)
 	} else {
 		defer nx.stop()
-		for _, m := range []struct {
-			mode string
-			addr netip.AddrPort
-			dst  **fwdRun
-		}{{"dot", conf.Enc.DoT, &e.nxDoT}, {"doh", conf.Enc.DoH, &e.nxDoH}} {
-			pc.perf.Mode = m.mode
-			progress("encrypted: dnsperf -m %s %s -> nxdnsd %s, cache on", m.mode, pc.perf, m.addr)
-			if *m.dst, err = measure(ctx, pc, nx, m.addr, queries, upstream, nil); err != nil {
-				return nil, err
-			}
+		if err := both(nx, "nxdnsd", "cache on", conf.Enc, &e.nxDoT, &e.nxDoH); err != nil {
+			return nil, err
 		}
 		nx.stop()
 	}
@@ -146,16 +155,8 @@ func measureEncrypted(ctx context.Context, c runConfig, dir string, cache cacheP
 		return nil, err
 	}
 	defer dd.stop()
-	for _, m := range []struct {
-		mode string
-		addr netip.AddrPort
-		dst  **fwdRun
-	}{{"dot", dconf.Enc.DoT, &e.ddDoT}, {"doh", dconf.Enc.DoH, &e.ddDoH}} {
-		pc.perf.Mode = m.mode
-		progress("encrypted: dnsperf -m %s %s -> dnsdist %s, packet cache", m.mode, pc.perf, m.addr)
-		if *m.dst, err = measure(ctx, pc, dd, m.addr, queries, upstream, nil); err != nil {
-			return nil, err
-		}
+	if err := both(dd, "dnsdist", "packet cache", dconf.Enc, &e.ddDoT, &e.ddDoH); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

@@ -31,15 +31,16 @@ type historyRuns struct {
 // historyRun is one row with the history on and what its history counted.
 // The forwarding and hits rows are measured side by side (pairs.go): a
 // with the history off, b with it on, in two processes beside each
-// other; run is then b's median run and the counts and PostgreSQL's CPU
-// are over every b run. The -history-qps row is one run (pairs nil).
+// other, fresh ones for every pair (b's in the same file or database);
+// run is then b's median run and the counts and PostgreSQL's CPU are
+// over every b run. The -history-qps row is one run (pairs nil).
 type historyRun struct {
 	run              *fwdRun
 	pairs            *pairRuns
 	rows, dropped    uint64
 	countsKnown      bool // both series were read
 	file             string
-	rowsBeforeRunner uint64 // written before dnsperf started (the readiness queries)
+	rowsBeforeRunner uint64 // written before the pairs' runs (the readiness queries, the warm-ups)
 
 	// With PostgreSQL: the server's processes' CPU time over the run
 	// (pgCPU, treeCPU; pgCPUKnown when both readings were made), and the
@@ -132,52 +133,84 @@ func measureHistory(ctx context.Context, c runConfig, dir string, t *throughput,
 			conf.HistoryPath = filepath.Join(dir, name+".db")
 			h.file = conf.HistoryPath
 		}
-		var off *child
-		if paired {
-			offConf, err := c.nxdnsdConf(primary, secondary, 32, "")
-			if err != nil {
-				return nil, err
+		startOn := func(i int) (*child, error) {
+			n := name
+			if paired {
+				n = fmt.Sprintf("%s-%d", name, i+1)
 			}
-			offConf.Cache = conf.Cache
-			if off, err = startChild(ctx, c.nxdnsd, dir, name+"-off", offConf); err != nil {
-				return nil, err
-			}
-			defer off.stop()
+			return startChild(ctx, c.nxdnsd, dir, n, conf)
 		}
-		nx, err := startChild(ctx, c.nxdnsd, dir, name, conf)
-		if err != nil {
-			return nil, err
+		// counted adds what nx's history counted to h's counts, once its
+		// runs are over.
+		counted := func(nx *child, before, droppedBefore uint64) {
+			// The writer may still hold the last batch: a scrape now counts
+			// it as neither written nor dropped, which the report says.
+			rows, okR := nx.metric(ctx, "nxdns_history_rows_total")
+			dropped, okD := nx.metric(ctx, "nxdns_history_dropped_total")
+			h.rows += rows - before
+			h.dropped += dropped - droppedBefore
+			h.rowsBeforeRunner += before
+			h.countsKnown = h.countsKnown && okR && okD
 		}
-		defer nx.stop()
-		before, _ := nx.metric(ctx, "nxdns_history_rows_total")
+		h.countsKnown = true
 		var pgBefore time.Duration
 		var pgErr error
 		if pg != nil {
 			pgBefore, pgErr = pg.cpu()
 		}
 		if paired {
+			procs := func(i int) (a, b *child, stop func(), err error) {
+				offConf, err := c.nxdnsdConf(primary, secondary, 32, "")
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				offConf.Cache = conf.Cache
+				if a, err = startChild(ctx, c.nxdnsd, dir, fmt.Sprintf("%s-off-%d", name, i+1), offConf); err != nil {
+					return nil, nil, nil, err
+				}
+				if b, err = startOn(i); err != nil {
+					a.stop()
+					return nil, nil, nil, err
+				}
+				if err := warmUp(ctx, c, queries, a, b); err != nil {
+					a.stop()
+					b.stop()
+					return nil, nil, nil, err
+				}
+				// The warm-up's rows are written or dropped by now, or
+				// counted as neither (the report says how many).
+				before, _ := b.metric(ctx, "nxdns_history_rows_total")
+				droppedBefore, _ := b.metric(ctx, "nxdns_history_dropped_total")
+				return a, b, func() {
+					a.stop()
+					counted(b, before, droppedBefore)
+					b.stop() // it writes what it holds before it exits
+				}, nil
+			}
 			label := fmt.Sprintf("%s, a: the history off, b: on in %s", name, h.file)
-			if h.pairs, err = measurePairs(ctx, c, c.pairs, side{off, queries}, side{nx, queries}, upstream, progress, label); err != nil {
+			if h.pairs, err = measurePairs(ctx, c, c.pairs, procs, queries, queries, upstream, progress, label); err != nil {
 				return nil, err
 			}
 			h.run = h.pairs.medianB()
 		} else {
+			nx, err := startOn(0)
+			if err != nil {
+				return nil, err
+			}
+			before, _ := nx.metric(ctx, "nxdns_history_rows_total")
 			progress("%s, the history on in %s: dnsperf %s -> nxdnsd %s", name, h.file, c.perf, nx.addr)
-			if h.run, err = measure(ctx, c, nx, nx.addr, queries, upstream, nil); err != nil {
+			h.run, err = measure(ctx, c, nx, nx.addr, queries, upstream, nil)
+			if err == nil {
+				counted(nx, before, 0)
+			}
+			nx.stop() // it writes what it holds before it exits
+			if err != nil {
 				return nil, err
 			}
 		}
 		if pg != nil {
 			after, err := pg.cpu()
 			h.pgCPU, h.pgCPUKnown = after-pgBefore, err == nil && pgErr == nil
-		}
-		// The writer may still hold the last batch: a scrape now counts it
-		// as neither written nor dropped, which the report says.
-		rows, okR := nx.metric(ctx, "nxdns_history_rows_total")
-		dropped, okD := nx.metric(ctx, "nxdns_history_dropped_total")
-		h.rows, h.dropped, h.countsKnown, h.rowsBeforeRunner = rows-before, dropped, okR && okD, before
-		if pg != nil {
-			nx.stop() // it writes what it holds before it exits
 			h.dbRows, h.dbErr = countRows(ctx, conf.HistoryPostgres)
 		}
 		return h, nil

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Rows measured side by side (-pairs N): a row's load run N times at each
 // of two nxdnsd processes that run beside each other, one without the
 // feature a row is about (a) and one with it (b), in turns — a then b,
-// then b then a, and so on — so that a drift of the shared machine over
-// the run falls on both alike. The figure is the median of the N pairs'
+// then b then a, and so on, two fresh processes for every pair — so
+// that a drift of the shared machine over the run falls on both alike. The figure is the median of the N pairs'
 // ratios, b's QPS over a's. One run at each, minutes apart, swings by
 // ±10 % on a 2-core machine with neighbours; the pairs' median is what
 // the issues' 5 % bounds can be judged by.
@@ -22,36 +23,74 @@ type pairRuns struct {
 	a, b []*fwdRun
 }
 
-// side is one process of a pair and its query file.
-type side struct {
-	nx      *child
-	queries string
+// pairProcs starts pair i's processes: a and b, or one process for both
+// when a row compares two loads at one process. Each pair has its own:
+// two processes of one binary and one configuration differ by up to 5 %
+// for as long as they run (where the kernel and the scheduler put their
+// sockets and threads), and fresh ones for every pair spread that
+// difference over the pairs instead of leaving it in each. procs warms
+// them up (warmUp) before it returns; stop ends what it started, once
+// the pair is measured.
+type pairProcs func(i int) (a, b *child, stop func(), err error)
+
+// warmUpLength is how long warmUp runs dnsperf at a fresh process.
+const warmUpLength = time.Second
+
+// warmUp runs dnsperf for warmUpLength at each of nxs with the query
+// file queries, and forgets the figures: a fresh process's first second
+// (its heap and threads growing, a cache filling, the history's writer
+// starting) is no part of a pair's runs.
+func warmUp(ctx context.Context, c runConfig, queries string, nxs ...*child) error {
+	p := c.perf
+	p.Duration = min(p.Duration, warmUpLength)
+	for _, nx := range nxs {
+		if _, err := runDNSPerf(ctx, c.dnsperf, queries, nx.addr, p); err != nil {
+			return fmt.Errorf("warming %s up: %w", nx.name, err)
+		}
+	}
+	return nil
 }
 
-// measurePairs runs n pairs of the load at a and b (see above), saying
-// each run's name with label and what it measures.
-func measurePairs(ctx context.Context, c runConfig, n int, a, b side, upstream func() uint64,
+// measurePairs runs n pairs of the load, qa at a and qb at b (see above),
+// with pair i's processes from procs, saying each run's name with label
+// and what it measures.
+func measurePairs(ctx context.Context, c runConfig, n int, procs pairProcs, qa, qb string, upstream func() uint64,
 	progress func(string, ...any), label string) (*pairRuns, error) {
 	p := &pairRuns{a: make([]*fwdRun, n), b: make([]*fwdRun, n)}
 	for i := range n {
-		order := []struct {
-			s    side
-			runs []*fwdRun
-			name string
-		}{{a, p.a, "a"}, {b, p.b, "b"}}
-		if i%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, o := range order {
-			progress("%s, pair %d of %d, %s: dnsperf %s -> nxdnsd %s", label, i+1, n, o.name, c.perf, o.s.nx.addr)
-			r, err := measure(ctx, c, o.s.nx, o.s.nx.addr, o.s.queries, upstream, nil)
-			if err != nil {
-				return nil, err
-			}
-			o.runs[i] = r
+		if err := p.measurePair(ctx, c, i, n, procs, qa, qb, upstream, progress, label); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// measurePair runs pair i of n: a then b, or b then a when i is odd.
+func (p *pairRuns) measurePair(ctx context.Context, c runConfig, i, n int, procs pairProcs, qa, qb string, upstream func() uint64,
+	progress func(string, ...any), label string) error {
+	a, b, stop, err := procs(i)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	order := []struct {
+		nx      *child
+		queries string
+		runs    []*fwdRun
+		name    string
+	}{{a, qa, p.a, "a"}, {b, qb, p.b, "b"}}
+	if i%2 == 1 {
+		order[0], order[1] = order[1], order[0]
+	}
+	for _, o := range order {
+		progress("%s, pair %d of %d, %s: dnsperf %s -> nxdnsd %s", label, i+1, n, o.name, c.perf, o.nx.addr)
+		r, err := measure(ctx, c, o.nx, o.nx.addr, o.queries, upstream, nil)
+		if err != nil {
+			return err
+		}
+		o.runs[i] = r
+	}
+	return nil
 }
 
 // ratios are the pairs' QPS ratios, b over a, in pair order.
