@@ -33,6 +33,40 @@ type Row struct {
 	List       string        // the blocklist that blocked the name (source "blocked"); "" otherwise
 }
 
+// queued is a Row as it waits in the queue: 112 bytes where a Row takes
+// 168, so that the queue's 32,768 rows hold 3.5 MiB rather than 5.3 (the
+// queue is the history's largest block of memory, all of it touched
+// once the ring has gone round). The time is kept as Unix nanoseconds,
+// the proto and source as their stored codes.
+type queued struct {
+	client                            netip.Addr
+	clientName, qname, upstream, list string
+	unixNano                          int64
+	duration                          time.Duration
+	rcode                             int32
+	qtype                             uint16
+	proto, source                     uint8
+}
+
+// queue returns r as it waits in the queue.
+func queue(r *Row) queued {
+	return queued{
+		client: r.Client, clientName: r.ClientName, qname: r.QName, upstream: r.Upstream, list: r.List,
+		unixNano: r.Time.UnixNano(), duration: r.Duration, rcode: int32(r.Rcode), qtype: r.QType,
+		proto: uint8(protoCode(r.Proto)), source: uint8(sourceCode(r.Source)),
+	}
+}
+
+// row returns the Row q holds: its time in the local zone, its proto and
+// source as stored (an unknown one as none, as the stores keep it).
+func (q *queued) row() Row {
+	return Row{
+		Time: time.Unix(0, q.unixNano), Client: q.client, ClientName: q.clientName, Proto: protos[q.proto],
+		QName: q.qname, QType: q.qtype, Rcode: int(q.rcode), Source: sources[q.source],
+		Upstream: q.upstream, Duration: q.duration, List: q.list,
+	}
+}
+
 // Sources as stored: a small integer per spec section 6 value. The order
 // is the on-disk format; append only. The commonest come first, since
 // SQLite stores 0 and 1 in no bytes at all.
@@ -47,20 +81,41 @@ var protos = [...]string{"udp", "tcp", "tls", "https", ""}
 
 const protoNone = len(protos) - 1
 
+// sourceCode and protoCode are the codes of sources and protos, by
+// switch: the query path calls them (queue), and a switch compares by
+// length first (TestCodesMatchTables).
 func sourceCode(s string) int {
-	for i, v := range sources {
-		if v == s {
-			return i
-		}
+	switch s {
+	case "cache":
+		return 0
+	case "pool":
+		return 1
+	case "stale":
+		return 2
+	case "blocked":
+		return 3
+	case "forward_zone":
+		return 4
+	case "local":
+		return 5
+	case "special":
+		return 6
+	case "refused":
+		return 7
 	}
 	return sourceNone
 }
 
 func protoCode(p string) int {
-	for i, v := range protos {
-		if v == p {
-			return i
-		}
+	switch p {
+	case "udp":
+		return 0
+	case "tcp":
+		return 1
+	case "tls":
+		return 2
+	case "https":
+		return 3
 	}
 	return protoNone
 }
