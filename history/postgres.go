@@ -475,23 +475,26 @@ func (w *where) span(instance string, from, to time.Time) {
 	}
 }
 
-func (s *pgStore) read(ctx context.Context) (context.Context, context.CancelFunc, error) {
+// read begins a read of the rows of instance in [from, to) (each zero:
+// unbounded): its context, bounded by pgReadTimeout, and the where
+// clause that selects them.
+func (s *pgStore) read(ctx context.Context, instance string, from, to time.Time) (context.Context, context.CancelFunc, *where, error) {
 	ctx, cancel := context.WithTimeout(ctx, pgReadTimeout)
 	if err := s.ensure(ctx); err != nil {
 		cancel()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ctx, cancel, nil
+	w := new(where)
+	w.span(instance, from, to)
+	return ctx, cancel, w, nil
 }
 
 func (s *pgStore) rowsOnce(ctx context.Context, f filter) (page, error) {
-	ctx, cancel, err := s.read(ctx)
+	ctx, cancel, w, err := s.read(ctx, f.Instance, f.From, f.To)
 	if err != nil {
 		return page{}, err
 	}
 	defer cancel()
-	var w where
-	w.span(f.Instance, f.From, f.To)
 	if f.Client != "" {
 		client := f.Client
 		if a, err := parseAddr(client); err == nil {
@@ -559,13 +562,11 @@ func parseAddr(s string) (string, error) {
 }
 
 func (s *pgStore) topOnce(ctx context.Context, what, instance string, from, to time.Time, limit int) ([]count, error) {
-	ctx, cancel, err := s.read(ctx)
+	ctx, cancel, w, err := s.read(ctx, instance, from, to)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	var w where
-	w.span(instance, from, to)
 	key := "qname"
 	switch what {
 	case TopDomains:
@@ -605,13 +606,11 @@ func (s *pgStore) timelineOnce(ctx context.Context, instance string, from, to ti
 	st := step.Microseconds()
 	first := floorDiv(from.UnixMicro(), st)
 	out := emptyBuckets(from, to, step)
-	ctx, cancel, err := s.read(ctx)
+	ctx, cancel, w, err := s.read(ctx, instance, from, to)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	var w where
-	w.span(instance, from, to)
 	base, width := w.arg(first*st), w.arg(st)
 	q := `SELECT ((extract(epoch FROM ts) * 1000000)::bigint - ` + base + `) / ` + width + ` AS b, source, rcode, count(*)
 		FROM nxdns_history` + w.sql() + ` GROUP BY 1, 2, 3`

@@ -11,11 +11,9 @@ import (
 // rows before lo, and the last hour's when every row of it is before hi;
 // the rows of the rest.
 func (s *sqliteStore) topRolled(ctx context.Context, list int, lo, hi int64, limit int) ([]count, error) {
+	snap, oldest, lo, release, err := s.syncFrom(ctx, lo)
+	defer release()
 	r := &s.roll
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.done()
-	snap, oldest, lo, err := s.syncFrom(ctx, lo)
 	if err != nil || lo >= hi {
 		return []count{}, err
 	}
@@ -123,20 +121,28 @@ func lastOf(c *counts) int64 {
 	return c.last
 }
 
-// syncFrom loads the chunks and brings the rollups up to them (with
-// mu held: a read with chunks older than the last read's would count the
-// hours being written again), and returns them, the oldest row's key and
-// lo past it.
-func (s *sqliteStore) syncFrom(ctx context.Context, lo int64) (*chunkSnap, int64, int64, error) {
+// syncFrom locks the rollups, loads the chunks and brings the rollups up
+// to them (with mu held: a read with chunks older than the last read's
+// would count the hours being written again), and returns them, the
+// oldest row's key and lo past it, and release, which ends the read
+// (the rollups' done) and unlocks them: the caller defers it, whatever
+// the error.
+func (s *sqliteStore) syncFrom(ctx context.Context, lo int64) (_ *chunkSnap, oldest, from int64, release func(), err error) {
+	r := &s.roll
+	r.mu.Lock()
+	release = func() {
+		r.done()
+		r.mu.Unlock()
+	}
 	snap, err := s.index.load(ctx, s.r)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, release, err
 	}
-	oldest := snap.oldest()
+	oldest = snap.oldest()
 	if err := s.sync(ctx, &snap, oldest); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, release, err
 	}
-	return &snap, oldest, max(lo, oldest), nil
+	return &snap, oldest, max(lo, oldest), release, nil
 }
 
 // countSpan counts the rows of [lo, hi) (their minutes are good inside
@@ -197,11 +203,9 @@ func (s *sqliteStore) prefixTo(ctx context.Context, snap *chunkSnap, h, lo int64
 // before lo, that it ends in from the hour being written when every row
 // of it is before hi; raw counts the rest from the rows.
 func (s *sqliteStore) minutesRolled(ctx context.Context, lo, hi int64, add func(m, o, n int64), raw func(lo, hi int64) error) error {
+	snap, oldest, lo, release, err := s.syncFrom(ctx, lo)
+	defer release()
 	r := &s.roll
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.done()
-	snap, oldest, lo, err := s.syncFrom(ctx, lo)
 	if err != nil || lo >= hi {
 		return err
 	}
