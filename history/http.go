@@ -1,6 +1,7 @@
 package history
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,9 +32,35 @@ const (
 // to mux. On a nil History (history off, or its database unavailable)
 // they answer 503.
 func (h *History) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/history", h.serveHistory)
-	mux.HandleFunc("GET /api/stats/top", h.serveTop)
-	mux.HandleFunc("GET /api/stats/timeline", h.serveTimeline)
+	mux.HandleFunc("GET /api/history", h.serve(h.readHistory))
+	mux.HandleFunc("GET /api/stats/top", h.serve(h.readTop))
+	mux.HandleFunc("GET /api/stats/timeline", h.serve(h.readTimeline))
+}
+
+// A parser reads one endpoint's parameters, noting every problem in p,
+// and returns the read they ask for: the store's answer as its JSON
+// value.
+type parser func(q url.Values, p *params) func(ctx context.Context) (any, error)
+
+// serve answers an endpoint: 503 while the history is off, 400 naming
+// every bad parameter, then the read, 503 or 500 when it fails.
+func (h *History) serve(parse parser) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.off(w) {
+			return
+		}
+		var p params
+		read := parse(r.URL.Query(), &p)
+		if p.fail(w) {
+			return
+		}
+		out, err := read(r.Context())
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		writeJSON(w, out)
+	}
 }
 
 func (h *History) off(w http.ResponseWriter) bool {
@@ -70,12 +97,7 @@ func optional(s string) *string {
 
 const tsLayout = "2006-01-02T15:04:05.000000Z07:00"
 
-func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
-	if h.off(w) {
-		return
-	}
-	q := r.URL.Query()
-	var p params
+func (h *History) readHistory(q url.Values, p *params) func(context.Context) (any, error) {
 	f := filter{
 		Instance: q.Get("instance"), Client: q.Get("client"), Name: q.Get("name"), Source: q.Get("source"), Upstream: q.Get("upstream"),
 		Rcode: -1, Limit: DefaultLimit,
@@ -112,25 +134,26 @@ func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Cursor = c
 	}
-	if p.fail(w) {
-		return
+	return func(ctx context.Context) (any, error) {
+		var page page
+		if h.mine(f.Instance) {
+			var err error
+			if page, err = h.st.rows(ctx, f); err != nil {
+				return nil, err
+			}
+		}
+		return historyJSON(page, h.instance), nil
 	}
-	var page page
-	var err error
-	if h.mine(f.Instance) {
-		page, err = h.st.rows(r.Context(), f)
-	}
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
+}
+
+func historyJSON(page page, instance string) any {
 	out := struct {
 		Rows []rowJSON `json:"rows"`
 		Next *string   `json:"next"`
 	}{Rows: make([]rowJSON, 0, len(page.Rows))}
 	for _, e := range page.Rows {
 		if e.Instance == "" {
-			e.Instance = h.instance
+			e.Instance = instance
 		}
 		j := rowJSON{
 			TS: e.Time.Format(tsLayout), Instance: e.Instance, Client: optional(e.Client), ClientName: optional(e.ClientName),
@@ -146,15 +169,10 @@ func (h *History) serveHistory(w http.ResponseWriter, r *http.Request) {
 		next := strconv.FormatInt(page.Next, 36)
 		out.Next = &next
 	}
-	writeJSON(w, out)
+	return out
 }
 
-func (h *History) serveTop(w http.ResponseWriter, r *http.Request) {
-	if h.off(w) {
-		return
-	}
-	q := r.URL.Query()
-	var p params
+func (h *History) readTop(q url.Values, p *params) func(context.Context) (any, error) {
 	what := q.Get("what")
 	if what == "" {
 		what = TopDomains
@@ -166,19 +184,20 @@ func (h *History) serveTop(w http.ResponseWriter, r *http.Request) {
 	}
 	from, to := p.span(q, h.now())
 	limit := min(p.int(q, "limit", DefaultTopLimit, 1), MaxTopLimit)
-	if p.fail(w) {
-		return
-	}
 	instance := q.Get("instance")
-	counts := []count{}
-	var err error
-	if h.mine(instance) {
-		counts, err = h.st.top(r.Context(), what, instance, from, to, limit)
+	return func(ctx context.Context) (any, error) {
+		counts := []count{}
+		if h.mine(instance) {
+			var err error
+			if counts, err = h.st.top(ctx, what, instance, from, to, limit); err != nil {
+				return nil, err
+			}
+		}
+		return topJSON(counts), nil
 	}
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
+}
+
+func topJSON(counts []count) any {
 	type countJSON struct {
 		Key   string `json:"key"`
 		Count int64  `json:"count"`
@@ -187,15 +206,10 @@ func (h *History) serveTop(w http.ResponseWriter, r *http.Request) {
 	for i, c := range counts {
 		out[i] = countJSON{c.Key, c.Count}
 	}
-	writeJSON(w, out)
+	return out
 }
 
-func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
-	if h.off(w) {
-		return
-	}
-	q := r.URL.Query()
-	var p params
+func (h *History) readTimeline(q url.Values, p *params) func(context.Context) (any, error) {
 	from, to := p.span(q, h.now())
 	stepS := p.int(q, "step", int(DefaultStep/time.Second), 1)
 	if stepS > MaxStepSeconds {
@@ -207,18 +221,20 @@ func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
 	if st := step.Microseconds(); p.ok() && floorDiv(to.UnixMicro()-1, st)-floorDiv(from.UnixMicro(), st)+1 > MaxBuckets {
 		p.bad("step", "%s from %s to %s is more than %d buckets", step, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxBuckets)
 	}
-	if p.fail(w) {
-		return
-	}
 	instance := q.Get("instance")
-	buckets, err := emptyBuckets(from, to, step), error(nil)
-	if h.mine(instance) {
-		buckets, err = h.st.timeline(r.Context(), instance, from, to, step)
+	return func(ctx context.Context) (any, error) {
+		if !h.mine(instance) {
+			return timelineJSON(emptyBuckets(from, to, step)), nil
+		}
+		buckets, err := h.st.timeline(ctx, instance, from, to, step)
+		if err != nil {
+			return nil, err
+		}
+		return timelineJSON(buckets), nil
 	}
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
+}
+
+func timelineJSON(buckets []bucket) any {
 	type bucketJSON struct {
 		TS        string `json:"ts"`
 		Total     int64  `json:"total"`
@@ -237,7 +253,7 @@ func (h *History) serveTimeline(w http.ResponseWriter, r *http.Request) {
 			Forwarded: n[outForwarded], Cached: n[outCached], Blocked: n[outBlocked], Failed: n[outFailed], Local: n[outLocal],
 		}
 	}
-	writeJSON(w, out)
+	return out
 }
 
 // mine reports whether the store may hold rows of instance ("" any): a
