@@ -15,16 +15,13 @@ func (ck *checker) adminAuth(a Admin) {
 			ck.add("admin.password_hash", "%v (\"\" for no password)", err)
 		}
 	}
-	names := make(map[string]int, len(a.Tokens))
+	names := make(firsts[string], len(a.Tokens))
 	for i, t := range a.Tokens {
 		p := fmt.Sprintf("admin.tokens[%d]", i)
-		switch j, dup := names[t.Name]; {
-		case t.Name == "":
+		if t.Name == "" {
 			ck.add(p+".name", "is required")
-		case dup:
+		} else if j, dup := names.add(t.Name, i); dup {
 			ck.add(p+".name", "duplicate name %q (also admin.tokens[%d].name)", t.Name, j)
-		default:
-			names[t.Name] = i
 		}
 		if t.Hash == "" {
 			ck.add(p+".hash", "is required: the hash `nxdnsd -hash-password` prints for the token")

@@ -43,7 +43,7 @@ func (ck *checker) clients(c *Clients) {
 	}
 	ck.clientFiles("clients.hosts_files", c.HostsFiles)
 	ck.clientFiles("clients.leases_files", c.LeasesFiles)
-	names := make(map[string]int, len(c.Static))
+	names := make(firsts[string], len(c.Static))
 	owner := make(map[netip.Addr]string, len(c.Static))
 	for i := range c.Static {
 		s := &c.Static[i]
@@ -51,10 +51,8 @@ func (ck *checker) clients(c *Clients) {
 		p := fmt.Sprintf("clients.static[%d]", i)
 		if msg := clientNameProblem(s.Name); msg != "" {
 			ck.add(p+".name", "%s", msg)
-		} else if j, dup := names[strings.ToLower(s.Name)]; dup {
+		} else if j, dup := names.add(strings.ToLower(s.Name), i); dup {
 			ck.add(p+".name", "duplicate name %q (also clients.static[%d].name); list every address in one entry", s.Name, j)
-		} else {
-			names[strings.ToLower(s.Name)] = i
 		}
 		if len(s.Addresses) == 0 {
 			ck.add(p+".addresses", "at least one address is required")

@@ -15,7 +15,7 @@ func (ck *checker) rebind(s *Server) {
 	if len(s.RebindAllow) == 0 {
 		s.RebindAllow = nil // "rebind_allow = []" and no key are one configuration
 	}
-	seen := make(map[string]int, len(s.RebindAllow))
+	seen := make(firsts[string], len(s.RebindAllow))
 	for i, n := range s.RebindAllow {
 		p := fmt.Sprintf("server.rebind_allow[%d]", i)
 		if msg := domainProblem(n); msg != "" {
@@ -23,11 +23,10 @@ func (ck *checker) rebind(s *Server) {
 			continue
 		}
 		c := dns.CanonicalName(n)
-		if j, dup := seen[c]; dup {
+		if j, dup := seen.add(c, i); dup {
 			ck.add(p, "duplicate name %q (also server.rebind_allow[%d])", c, j)
 			continue
 		}
-		seen[c] = i
 		s.RebindAllowNames = append(s.RebindAllowNames, c)
 	}
 }

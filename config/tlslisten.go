@@ -19,7 +19,7 @@ import (
 // readable, matching pair is a problem at server.cert_file (spec section
 // 14), whichever file is at fault. Without one the files are not read:
 // nothing would present them.
-func (ck *checker) encrypted(s *Server, listens map[netip.AddrPort]int) {
+func (ck *checker) encrypted(s *Server, listens firsts[netip.AddrPort]) {
 	s.Certificate = nil
 	if len(s.TLSListen) == 0 {
 		s.TLSListen = nil // "tls_listen = []" and no key are one configuration

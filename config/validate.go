@@ -41,6 +41,19 @@ func (ck *checker) add(path, format string, args ...any) {
 	ck.problems = append(ck.problems, Problem{Path: path, Message: oneLine(fmt.Sprintf(format, args...))})
 }
 
+// firsts remembers the entries of a table by a key, so that a duplicate
+// names the first entry with that key.
+type firsts[K comparable] map[K]int
+
+// add remembers key as entry i's, unless an earlier entry j has it: then
+// it reports that one.
+func (f firsts[K]) add(key K, i int) (j int, dup bool) {
+	if j, dup = f[key]; !dup {
+		f[key] = i
+	}
+	return j, dup
+}
+
 func (c *Config) check() Problems {
 	var ck checker
 	listens := ck.server(c.Server)
@@ -144,22 +157,20 @@ func hostProblem(h string) string {
 }
 
 // server checks [server] and returns the listen addresses it accepted.
-func (ck *checker) server(s Server) map[netip.AddrPort]int {
+func (ck *checker) server(s Server) firsts[netip.AddrPort] {
 	if len(s.Listen) == 0 {
 		ck.add("server.listen", "at least one address is required")
 	}
-	seen := make(map[netip.AddrPort]int, len(s.Listen))
+	seen := make(firsts[netip.AddrPort], len(s.Listen))
 	for i, l := range s.Listen {
 		path := fmt.Sprintf("server.listen[%d]", i)
 		ap, ok := ck.bindAddr(path, l)
 		if !ok || ap.Port() == 0 { // every port-0 listener gets its own port
 			continue
 		}
-		if j, dup := seen[ap]; dup {
+		if j, dup := seen.add(ap, i); dup {
 			ck.add(path, "%q is also server.listen[%d]", l, j)
-			continue
 		}
-		seen[ap] = i
 	}
 	ck.inRange("server.tcp_idle_timeout_ms", s.TCPIdleTimeoutMS, 1, MaxMilliseconds)
 	ck.inRange("server.max_tcp_connections", s.MaxTCPConnections, 1, math.MaxInt)
@@ -220,20 +231,19 @@ func (ck *checker) upstreams(us []Upstream) {
 		ck.add("upstreams", "too many enabled upstreams (%d > %d)", enabled, MaxEnabledUpstreams)
 	}
 
-	names := make(map[string]int, len(us))
+	names := make(firsts[string], len(us))
 	for i := range us {
 		u := &us[i]
 		u.Addr, u.DialIP, u.RootCAs = transport.Address{}, netip.Addr{}, nil
 		p := fmt.Sprintf("upstreams[%d]", i)
-		switch j, dup := names[u.Name]; {
-		case u.Name == "" && u.Address != "":
+		if u.Name == "" && u.Address != "" {
 			ck.add(p+".name", "must not be empty (omit the key to name the upstream by its address)")
-		case dup && u.Name == transport.RedactAddress(u.Address):
-			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name); the name defaults to the address, its path hidden, so give one of them a name", u.Name, j)
-		case dup:
-			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name)", u.Name, j)
-		default:
-			names[u.Name] = i
+		} else if j, dup := names.add(u.Name, i); dup {
+			hint := ""
+			if u.Name == transport.RedactAddress(u.Address) {
+				hint = "; the name defaults to the address, its path hidden, so give one of them a name"
+			}
+			ck.add(p+".name", "duplicate name %q (also upstreams[%d].name)%s", u.Name, j, hint)
 		}
 
 		if u.Address == "" {
@@ -273,15 +283,13 @@ func (ck *checker) upstreams(us []Upstream) {
 }
 
 func (ck *checker) forwardZones(zs []ForwardZone) {
-	seen := make(map[string]int, len(zs))
+	seen := make(firsts[string], len(zs))
 	for i, z := range zs {
 		p := fmt.Sprintf("forward_zones[%d]", i)
 		if msg := domainProblem(z.Zone); msg != "" {
 			ck.add(p+".zone", "%s", msg)
-		} else if j, dup := seen[dns.CanonicalName(z.Zone)]; dup {
+		} else if j, dup := seen.add(dns.CanonicalName(z.Zone), i); dup {
 			ck.add(p+".zone", "duplicate zone %q (also forward_zones[%d].zone)", dns.CanonicalName(z.Zone), j)
-		} else {
-			seen[dns.CanonicalName(z.Zone)] = i
 		}
 		if z.Resolver == "" {
 			ck.add(p+".resolver", "is required")
@@ -296,7 +304,7 @@ func (ck *checker) forwardZones(zs []ForwardZone) {
 // again: a name's CNAME being its only record is ensured here alone.
 func (ck *checker) localRecords(rs []LocalRecord) {
 	type key struct{ name, typ, value string }
-	seen := make(map[key]int, len(rs))
+	seen := make(firsts[key], len(rs))
 	atName := make(map[string][]int, len(rs)) // canonical name -> earlier valid records
 	for i := range rs {
 		r := &rs[i]
@@ -335,11 +343,10 @@ func (ck *checker) localRecords(rs []LocalRecord) {
 		}
 
 		k := key{name, typ, recordText(rr)}
-		if j, dup := seen[k]; dup {
+		if j, dup := seen.add(k, i); dup {
 			ck.add(p, "duplicate of local_records[%d]", j)
 			continue
 		}
-		seen[k] = i
 		// RFC 1034 section 3.6.2: a name with a CNAME has no other data.
 		for _, j := range atName[name] {
 			if typ == "CNAME" || strings.EqualFold(rs[j].Type, "CNAME") {
