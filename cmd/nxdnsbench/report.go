@@ -105,6 +105,9 @@ func (r *report) markdown() string {
 		if t.history != nil {
 			r.writeHistory(&b, t)
 		}
+		if t.against != nil {
+			r.writeAgainst(&b, t.against)
+		}
 		if t.peers != nil {
 			r.writePeersBlocking(&b, t.peers)
 		}
@@ -388,6 +391,9 @@ func (r *report) writeVerdict(b *strings.Builder) {
 		r.verdictEncrypted(check, notChecked, t.enc)
 		if t.history != nil {
 			r.verdictHistory(check, notChecked, t)
+		}
+		if t.against != nil {
+			r.verdictAgainst(check, notChecked, t.against)
 		}
 		if t.peers != nil {
 			r.verdictPeers(check, notChecked, t.peers)

@@ -22,6 +22,7 @@ import (
 type runConfig struct {
 	nxdnsd  string // the binary under test; "" builds ./cmd/nxdnsd
 	rev     string // build nxdnsd from this git revision instead of the work tree
+	against string // also the forwarding and hits rows side by side with nxdnsd built from this revision (against.go)
 	dnsperf string
 	perf    perfParams
 	names   int
@@ -67,6 +68,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.nxdnsd, "nxdnsd", "", "nxdnsd binary to measure (default: go build ./cmd/nxdnsd into the work directory)")
 	fs.StringVar(&c.rev, "rev", "", "build nxdnsd from this git `revision` (git archive) instead of the work tree")
+	fs.StringVar(&c.against, "against", "", "with -throughput: the forwarding and hits rows again, side by side (-pairs) at an nxdnsd built from this git `revision` and the one under test: "+
+		"a change to the query path judged beside the code it changed, in one run")
 	fs.StringVar(&c.dnsperf, "dnsperf", "dnsperf", "dnsperf binary")
 	fs.DurationVar(&c.perf.Duration, "l", 10*time.Second, "dnsperf -l: each throughput run's length")
 	fs.IntVar(&c.perf.Clients, "c", 20, "dnsperf -c: clients")
@@ -95,7 +98,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&c.burstInFlight, "burst-inflight", 200, "queries in flight in a fault burst")
 	fs.DurationVar(&c.burstTimeout, "burst-timeout", 5*time.Second, "client timeout in a fault burst")
 	fs.IntVar(&c.sockets, "fake-sockets", 0, "UDP sockets per fake upstream (0: one per CPU)")
-	fs.IntVar(&c.pairs, "pairs", 3, "with -block-rules and -history: each blocking row, and the history's forwarding and hits rows, measured side by side at an nxdnsd without the feature and one with it, this many runs at each in turns; the ratio is the pairs' median")
+	fs.IntVar(&c.pairs, "pairs", 3, "with -block-rules, -history and -against: each blocking row, the history's forwarding and hits rows, and the rows against a base, measured side by side at an nxdnsd without the feature (or the base) and one with it, this many runs at each in turns; the ratio is the pairs' median")
 	fs.StringVar(&c.out, "o", "", "also write the report (markdown) to this file")
 	fs.StringVar(&c.perfRecord, "perf-record", "", "record `file` with perf (cpu-clock, call graphs) of nxdnsd during its dnsperf run")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (configs, nxdnsd logs, query file)")
@@ -271,6 +274,7 @@ type throughput struct {
 	blocking              *blockingRuns // nil unless -block-rules
 	enc                   *encRuns      // nil unless -encrypted
 	history               *historyRuns  // nil unless -history
+	against               *againstRuns  // nil unless -against
 	peers                 *peersRuns    // nil unless -peers-blocking
 }
 
@@ -460,6 +464,11 @@ func measureThroughput(ctx context.Context, c runConfig, dir string, progress fu
 	}
 	if c.history {
 		if t.history, err = measureHistory(ctx, c, dir, t, primary, secondary, upstream, progress); err != nil {
+			return nil, err
+		}
+	}
+	if c.against != "" {
+		if t.against, err = measureAgainst(ctx, c, dir, t, primary, secondary, upstream, progress); err != nil {
 			return nil, err
 		}
 	}
