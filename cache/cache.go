@@ -327,8 +327,11 @@ type item struct {
 	rcode   uint16
 	failure bool // a remembered failure, not an answer
 	claimed bool // a background refresh is running (Hit.ClaimRefresh)
+	// public is the query path's note that data holds no private
+	// address (Hit.MarkPublic); it fits in the padding, as does unnamed.
+	public bool
 	// unnamed is the serial of the blocking rule set that names nothing
-	// of key.Name (Hit.MarkNamesNothing), or 0; it fits in the padding.
+	// of key.Name (Hit.MarkNamesNothing), or 0.
 	unnamed uint32
 }
 

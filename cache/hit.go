@@ -117,6 +117,27 @@ func (h Hit) MarkNamesNothing(serial uint32) {
 	sh.mu.Unlock()
 }
 
+// Public reports whether MarkPublic noted that the entry's answer holds
+// no private address, so that rebinding protection need not look at its
+// bytes again (query/rebind.go).
+func (h Hit) Public() bool { return h.it.public }
+
+// MarkPublic notes on the entry that its answer holds no private
+// address, for the hits that follow it. The note is about the stored
+// bytes, which never change: a refresh stores a new entry without it. It
+// takes the shard's lock, once an entry.
+func (h Hit) MarkPublic() {
+	if h.c == nil || h.it.public {
+		return
+	}
+	sh := h.c.shard(h.h)
+	sh.mu.Lock()
+	if cur := sh.current(h.h, &h.it); cur != nil {
+		cur.public = true
+	}
+	sh.mu.Unlock()
+}
+
 // sameData reports whether a and b are the same stored bytes.
 func sameData(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])

@@ -148,6 +148,42 @@ func TestNamesNothingNote(t *testing.T) {
 	}
 }
 
+// Rebinding protection's note (MarkPublic) stays on the entry for the
+// hits that follow and is not the next answer's, as NamesNothing's: a
+// Put of the key starts unnoted, and a Hit of the entry it replaced
+// cannot note it.
+func TestPublicNote(t *testing.T) {
+	t.Parallel()
+	c := New(testConfig())
+	k := keyOf(example)
+	c.Put(k, example.pack(t), t0)
+	get := func() Hit {
+		t.Helper()
+		hit, st := c.Get(k, t0)
+		if st != Fresh {
+			t.Fatalf("state %v, want fresh", st)
+		}
+		return hit
+	}
+	if get().Public() {
+		t.Fatal("a new entry is noted public")
+	}
+	get().MarkPublic()
+	if !get().Public() {
+		t.Fatal("the note did not stay on the entry")
+	}
+	old := get()
+	c.Put(k, example.pack(t), t0.Add(time.Second))
+	if get().Public() {
+		t.Fatal("a new answer for the key kept the old entry's note")
+	}
+	old.MarkPublic()
+	if get().Public() {
+		t.Fatal("a Hit of a replaced entry noted the entry that replaced it")
+	}
+	Hit{}.MarkPublic() // a miss's zero Hit: nothing to note, no panic
+}
+
 // Peek finds what Get finds and counts nothing in the frequency sketch;
 // Count with its hash counts as Get does. Mutation check: Peek counting
 // fails the first frequency check.

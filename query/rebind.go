@@ -57,7 +57,8 @@ func (h *Handler) poolFor(name string) Pool {
 // untouched. Bytes that looked private but do not parse become SERVFAIL.
 //
 // Cost on an answer without a private address: one walk of its bytes
-// (no allocation), or of a message's records.
+// (no allocation), or of a message's records; for a cache hit, once an
+// entry (cache.Hit.MarkPublic), then nothing.
 func (h *Handler) protect(s *scratch, m *dns.Msg, out []byte) (*dns.Msg, []byte) {
 	if h.rebind == nil || s.zone != nil {
 		return m, out
@@ -68,6 +69,14 @@ func (h *Handler) protect(s *scratch, m *dns.Msg, out []byte) (*dns.Msg, []byte)
 		return m, out
 	}
 	if m == nil {
+		// A cached answer's bytes are walked once: their first hit
+		// notes on the entry that they hold no private address.
+		if cached := s.entry.Source != SourcePool; cached && s.hit.Public() {
+			return nil, out
+		} else if cached && rebind.Public(out) {
+			s.hit.MarkPublic()
+			return nil, out
+		}
 		stripped, err := h.rebind.Strip(out)
 		if err != nil {
 			return s.req.reply(dns.RcodeServerFailure), nil

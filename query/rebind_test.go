@@ -2,11 +2,14 @@ package query
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/nxdnsd/nxdnsd/actors"
+	"github.com/nxdnsd/nxdnsd/cache"
 	"github.com/nxdnsd/nxdnsd/rebind"
 )
 
@@ -55,6 +58,40 @@ func TestRebindProtection(t *testing.T) {
 				t.Errorf("forward zone's answer %v (EDE %v, rebind %v), want its private address untouched", m.Answer, edeOf(m), rec.last().Rebind)
 			}
 		})
+	}
+}
+
+// From the cache, a private answer is stripped on every hit, and a public
+// one goes as it was stored; the entry of a public answer is noted
+// public at its first hit (cache.Hit.MarkPublic), so that later hits do
+// not walk its bytes, and the entry of a private one never is. Mutation
+// check: marking every entry public lets the private address through
+// from the first hit on.
+func TestRebindCachedHits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		records []string
+		private bool
+	}{
+		{"evil.example.", []string{"evil.example. 300 IN A 192.168.1.1", "evil.example. 300 IN A 93.184.215.14"}, true},
+		{"good.example.", []string{"good.example. 300 IN A 93.184.215.14"}, false},
+	} {
+		h, rec := newTestHandler(t, HandlerConfig{Pool: answeringPool(t, tc.records...), Cache: testCacheConfig(), Rebind: rebind.New(true, nil)})
+		exchange(t, h, newQuery(tc.name, dns.TypeA), ProtoUDP) // the pool's answer, cached
+		for i := range 3 {
+			m, handled := serveFast(t, h, newQuery(tc.name, dns.TypeA))
+			if !handled {
+				t.Fatalf("%s, hit %d: not answered from the cache", tc.name, i+1)
+			}
+			if got := rrStrings(m.Answer); len(got) != 1 || !strings.HasSuffix(got[0], "93.184.215.14") || rec.last().Rebind != tc.private {
+				t.Errorf("%s, hit %d: %v (rebind %v), want the public address alone (rebind %v)", tc.name, i+1, got, rec.last().Rebind, tc.private)
+			}
+		}
+		hit, st := h.cache.Cache.Get(cache.Key{Name: tc.name, Type: dns.TypeA, Class: dns.ClassINET}, time.Now())
+		if st != cache.Fresh || hit.Public() == tc.private {
+			t.Errorf("%s: state %v, noted public %v; want fresh, %v", tc.name, st, hit.Public(), !tc.private)
+		}
 	}
 }
 

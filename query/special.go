@@ -2,6 +2,7 @@ package query
 
 import (
 	"net"
+	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -43,6 +44,11 @@ func (r *request) special() *dns.Msg {
 		return m
 	}
 
+	// Most names end in neither zone: the suffix decides them without a
+	// walk of their labels (which an escaped dot would need).
+	if !strings.HasSuffix(r.lname, localhostZone) && !strings.HasSuffix(r.lname, invalidZone) {
+		return nil
+	}
 	switch lastLabel(r.lname) {
 	case localhostZone:
 		m := r.authoritative(dns.RcodeSuccess)

@@ -86,6 +86,16 @@ func (f *Filter) Strip(raw []byte) (*dns.Msg, error) {
 	return m, nil
 }
 
+// Public reports whether raw, a whole answer, holds no private address
+// at all, whatever the configuration: then Strip returns nil, nil for it
+// under every Filter. It is Strip's first walk of the bytes alone, for a
+// caller that keeps the verdict beside bytes that do not change (the
+// cache's entries).
+func Public(raw []byte) bool {
+	found, walked := scan(raw)
+	return walked && !found
+}
+
 // StripMsg is Strip for an answer already parsed, changed in place. It
 // reports whether anything was removed: every A and AAAA record whose
 // address is private (IPv4-mapped addresses judged as IPv4), in any
