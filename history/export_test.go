@@ -33,6 +33,10 @@ func OpenWithoutBudget(cfg config.History) (*History, error) {
 	return startWith(s, cfg, zap.NewNop(), time.Now, options{noBudget: true}), nil
 }
 
+// WriteCPU is the CPU time the writer's batches took, on the clock of its
+// budget (its thread's CPU time on Linux).
+func WriteCPU(h *History) time.Duration { return time.Duration(h.writeCPU.Load()) }
+
 // Rollups reports what the SQLite store's rollups hold: the closed hours
 // kept, the keys of its table, and an estimate of their bytes (the
 // entries' and keys' own, a map entry at 48 bytes, the chunk kept

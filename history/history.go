@@ -82,6 +82,9 @@ type History struct {
 	share  float64              // writerShare; 0: no budget (benchmarks of the writer's own speed)
 	busy   func() time.Duration // the writer's clock for its budget: its thread's CPU time
 	budget budget               // owned by the writer goroutine
+	// writeCPU is what the batches' writes took of the budget's clock, in
+	// all (benchmarks: the writer's own CPU a row).
+	writeCPU atomic.Int64
 
 	// Owned by the writer goroutine.
 	failed     int             // rows whose write failed since the last log line
@@ -335,8 +338,10 @@ func (h *History) take(batch []Row, r queued) ([]Row, bool) {
 	batch, ack := h.gather(append(batch[:0], r.row()))
 	start := h.busy()
 	maintain := h.write(batch)
+	spent := h.busy() - start
+	h.writeCPU.Add(int64(spent))
 	if ack == nil && !h.pending && h.share > 0 {
-		ack = h.pause(h.budget.spend(h.busy()-start, time.Now(), h.share))
+		ack = h.pause(h.budget.spend(spent, time.Now(), h.share))
 	}
 	switch {
 	case ack == nil:
