@@ -44,18 +44,16 @@ type writer struct {
 	minutes map[[2]int64]int64 // minute, outcome
 	seen    map[[3]int64]int64 // what, key, minute
 
-	// The rows of the small chunks, sorted by key, and their keys. Rows
-	// are never stamped at or before sealed, the last key of the sealed
-	// chunks: a row that arrives later than that is moved 1 µs after it.
+	// The rows of the small chunks, sorted by key. Rows are never
+	// stamped at or before sealed, the last key of the sealed chunks: a
+	// row that arrives later than that is moved 1 µs after it.
 	unsealed []chunkRow
-	keys     map[int64]struct{}
 	smalls   int
 	sealed   int64
 	enc      encoder
-	batch    []chunkRow         // reused
-	spare    []chunkRow         // the next unsealed, reused
-	added    map[int64]struct{} // the batch's keys, reused
-	newest   int64              // the newest key given a row
+	batch    []chunkRow // reused
+	spare    []chunkRow // the next unsealed, reused
+	newest   int64      // the newest key given a row
 
 	// State of maintain.
 	trimming  bool     // past the high water mark, until under the low one
@@ -77,8 +75,6 @@ func newWriter(s *sqliteStore) (*writer, error) {
 		labels:  make(map[string]int64),
 		minutes: make(map[[2]int64]int64),
 		seen:    make(map[[3]int64]int64),
-		keys:    make(map[int64]struct{}),
-		added:   make(map[int64]struct{}),
 		sealed:  -1 << 62,
 		newest:  -1 << 62,
 	}
@@ -155,7 +151,6 @@ func (wr *writer) load() error {
 		}
 		for _, r := range got {
 			wr.unsealed = append(wr.unsealed, r)
-			wr.keys[r.key] = struct{}{}
 			wr.newest = max(wr.newest, r.key)
 		}
 		wr.smalls++
@@ -217,7 +212,6 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 			wr.forget()
 		}
 	}()
-	slices.SortFunc(rows, func(a, b Row) int { return a.Time.Compare(b.Time) })
 	tx, err := s.begin()
 	if err != nil {
 		return err
@@ -225,14 +219,11 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 	defer tx.rollback()
 	batch := wr.batch[:0]
 	defer func() { clear(batch); wr.batch = batch[:0] }()
-	// Keys unique and after the sealed chunks'; taken keys are added to
-	// wr.keys only on commit, so a batch's own are checked in added.
-	added := wr.added
-	clear(added)
-	newest := wr.newest // the newest key taken
+	// Each row as the chunk holds it, keyed first by its own time, then
+	// in time order (a chunkRow moves in the sort for less than a Row).
 	for i := range rows {
 		r := &rows[i]
-		v := chunkRow{upstream: -1, list: -1}
+		v := chunkRow{key: s.key(r.Time), upstream: -1, list: -1}
 		if r.QName != "" || r.QType != 0 {
 			v.name = strings.ToLower(r.QName)
 			if v.name == "" {
@@ -252,34 +243,14 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 				return err
 			}
 		}
-		src := sourceCode(r.Source)
-		v.flags = flags(protoCode(r.Proto), src, r.Rcode)
+		v.flags = flags(protoCode(r.Proto), sourceCode(r.Source), r.Rcode)
 		v.qtype = int64(r.QType)
 		v.dur = int64(r.Duration / durUnit)
-		k := max(s.key(r.Time), wr.sealed+1)
-		for try := 0; ; try++ {
-			_, taken := wr.keys[k]
-			if !taken {
-				_, taken = added[k]
-			}
-			if !taken {
-				break
-			}
-			if try == maxKeyTries {
-				// A run of taken microseconds (a clock stepped back
-				// onto rows already written): after the newest, at
-				// once, rather than one by one through the run.
-				k = newest
-			}
-			k++
-		}
-		added[k] = struct{}{}
-		newest = max(newest, k)
-		v.key = k
 		batch = append(batch, v)
-		wr.count(&v, src, r.Rcode)
 	}
 	slices.SortFunc(batch, func(a, b chunkRow) int { return cmpKey(a.key, b.key) })
+	newest := wr.assignKeys(batch)
+
 	// A batch of half a chunk or more with no small chunk before it is
 	// sealed at once: at high rates rows are then written once.
 	seal := len(wr.unsealed)+len(batch) >= s.rowsPerChunk || wr.smalls+1 >= maxSmalls ||
@@ -313,20 +284,51 @@ func (s *sqliteStore) write(rows []Row) (err error) {
 		wr.spare = merged[:0]
 		clear(wr.unsealed)
 		wr.unsealed = wr.unsealed[:0]
-		clear(wr.keys)
 		wr.smalls = 0
 	} else {
 		next := mergeRows(wr.spare[:0], wr.unsealed, batch)
 		clear(wr.unsealed)
 		wr.unsealed, wr.spare = next, wr.unsealed[:0]
-		for k := range added {
-			wr.keys[k] = struct{}{}
-		}
 		wr.smalls++
 	}
 	s.afterCommit()
 	s.measure()
 	return nil
+}
+
+// assignKeys gives each row of batch, sorted by its own time's key, a key
+// of its own and counts it, and returns the newest key given. A key is
+// unique and after the sealed chunks': a row whose microsecond is taken
+// moves to the next free one. The batch's keys come out strictly
+// increasing (each row's own is at least its predecessor's, and every
+// key between a row's own and the one it got is taken), so a row is
+// checked against the batch by its predecessor's key alone, and
+// against the small chunks' rows only when its key is not past their
+// newest (a row that took long, or a clock stepped back).
+func (wr *writer) assignKeys(batch []chunkRow) int64 {
+	prev, old := wr.sealed, wr.newest
+	for i := range batch {
+		v := &batch[i]
+		k := max(v.key, prev+1)
+		for try := 0; k <= old && wr.unsealedHas(k); try++ {
+			if try == maxKeyTries {
+				// A run of taken microseconds: after every key, at once,
+				// rather than one by one through the run.
+				k = max(old, prev)
+			}
+			k++
+		}
+		v.key, prev = k, k
+		_, src, rcode := unflags(v.flags)
+		wr.count(v, src, rcode)
+	}
+	return max(old, prev)
+}
+
+// unsealedHas reports whether a row of the small chunks has key k.
+func (wr *writer) unsealedHas(k int64) bool {
+	_, found := slices.BinarySearchFunc(wr.unsealed, k, func(r chunkRow, k int64) int { return cmpKey(r.key, k) })
+	return found
 }
 
 // mergeRows appends a and b, each sorted by key, merged, to out (which
@@ -384,7 +386,6 @@ func (wr *writer) seal() error {
 	wr.sealed = wr.unsealed[len(wr.unsealed)-1].key
 	clear(wr.unsealed)
 	wr.unsealed = wr.unsealed[:0]
-	clear(wr.keys)
 	wr.smalls = 0
 	return nil
 }
