@@ -174,6 +174,22 @@ func (c *Cache) Peek(k Key, now time.Time) (Hit, State, uint64) {
 // frequency sketch.
 func (c *Cache) Count(h uint64) { c.sketch.increment(h) }
 
+// CountHit is Count for a lookup that Peek answered with hit (a miss's
+// zero Hit counts as Count does). A lookup that finds the entry's
+// counters full notes it on the entry, for the sketch's period: until
+// its next halving the entry's lookups would count nothing, and they
+// skip the sketch, whose two cache lines (the doorkeeper's word and the
+// counters' block) are a popular name's dearest reads on a hit.
+func (c *Cache) CountHit(hit *Hit, h uint64) {
+	mark := c.sketch.periodMark()
+	if hit.c != nil && hit.it.hot == mark {
+		return
+	}
+	if c.sketch.increment(h) && hit.c != nil {
+		hit.markHot(mark)
+	}
+}
+
 // find is k's entry, whose hash is h, at now.
 func (c *Cache) find(k Key, h uint64, now time.Time) (Hit, State) {
 	it, ok := c.shard(h).get(h)
@@ -328,8 +344,13 @@ type item struct {
 	failure bool // a remembered failure, not an answer
 	claimed bool // a background refresh is running (Hit.ClaimRefresh)
 	// public is the query path's note that data holds no private
-	// address (Hit.MarkPublic); it fits in the padding, as does unnamed.
+	// address (Hit.MarkPublic); it fits in the padding, as do hot and
+	// unnamed.
 	public bool
+	// hot is the sketch's period (its mark, periodMark) in which a lookup
+	// found the entry's counters full, or 0: until the next halving its
+	// lookups count nothing, and CountHit skips the sketch.
+	hot uint8
 	// unnamed is the serial of the blocking rule set that names nothing
 	// of key.Name (Hit.MarkNamesNothing), or 0.
 	unnamed uint32

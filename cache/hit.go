@@ -138,6 +138,18 @@ func (h Hit) MarkPublic() {
 	sh.mu.Unlock()
 }
 
+// markHot notes on the entry that its counters were full in the sketch's
+// period mark (CountHit), once a period.
+func (h *Hit) markHot(mark uint8) {
+	sh := h.c.shard(h.h)
+	sh.mu.Lock()
+	if cur := sh.current(h.h, &h.it); cur != nil {
+		cur.hot = mark
+	}
+	sh.mu.Unlock()
+	h.it.hot = mark
+}
+
 // sameData reports whether a and b are the same stored bytes.
 func sameData(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])

@@ -210,3 +210,56 @@ func TestPeekCountsNothing(t *testing.T) {
 		t.Fatalf("three Counts left the frequency at %d (was %d)", f, before)
 	}
 }
+
+// CountHit counts a hit as Count does until a lookup finds the entry's
+// counters full; then it notes so on the entry and the hits after it
+// skip the sketch (the doorkeeper's word is not read: clearing it goes
+// unnoticed), until the sketch's next halving, after which they count
+// again. A miss's zero Hit counts as Count. Mutation check: a CountHit
+// that always skips after the first note fails the halving step.
+func TestCountHitSkipsFullCounters(t *testing.T) {
+	t.Parallel()
+	c := New(testConfig())
+	k := keyOf(example)
+	c.Put(k, example.pack(t), t0)
+	h := c.hash(k)
+	lookup := func() Hit {
+		t.Helper()
+		hit, st, hash := c.Peek(k, t0)
+		if st != Fresh || hash != h {
+			t.Fatalf("Peek: state %v", st)
+		}
+		c.CountHit(&hit, hash)
+		return hit
+	}
+	noted := func() bool { hit, _, _ := c.Peek(k, t0); return hit.it.hot == c.sketch.periodMark() }
+	for i := 0; !noted(); i++ {
+		if i == 100 {
+			t.Fatalf("not noted after 100 lookups (frequency %d)", c.sketch.frequency(h))
+		}
+		lookup()
+	}
+	if f := c.sketch.frequency(h); f != 15 {
+		t.Fatalf("noted at frequency %d, want 15", f)
+	}
+	word, _ := c.sketch.doorBits(h)
+	c.sketch.door[word].Store(0)
+	lookup()
+	if c.sketch.seen(h) {
+		t.Fatal("a noted entry's lookup went through the sketch")
+	}
+	c.sketch.reset()
+	before := c.sketch.frequency(h)
+	lookup()
+	lookup()
+	if f := c.sketch.frequency(h); f <= before {
+		t.Fatalf("after the halving: frequency %d -> %d, want the lookups counted", before, f)
+	}
+	var miss Hit
+	before = c.sketch.frequency(12345)
+	c.CountHit(&miss, 12345)
+	c.CountHit(&miss, 12345)
+	if f := c.sketch.frequency(12345); f <= before {
+		t.Fatalf("a miss's lookups: frequency %d -> %d, want them counted", before, f)
+	}
+}

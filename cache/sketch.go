@@ -29,7 +29,14 @@ type sketch struct {
 	additions atomic.Int64    // counter increments since the last halving
 	resetAt   int64
 	resetting atomic.Bool
+	period    atomic.Uint32 // halvings so far
 }
+
+// periodMark is the current period as an entry notes it (item.hot): 1 to
+// 255, never 0 (no note). It wraps: a note 255 halvings old passes for
+// current, and the entry's lookups then count nothing until the next
+// halving, which an estimate that is a little low survives.
+func (s *sketch) periodMark() uint8 { return uint8(s.period.Load()%255) + 1 }
 
 const (
 	// sketchBytesPer is how many bytes of MaxBytes buy one 8-byte word of
@@ -96,14 +103,16 @@ func (s *sketch) slot(h uint64, i int) (word uint64, shift uint64) {
 }
 
 // increment counts one lookup of h: conservative update (only the
-// counters at the minimum grow), which makes the estimates tighter.
-func (s *sketch) increment(h uint64) {
+// counters at the minimum grow), which makes the estimates tighter. It
+// reports whether h's counters were full already: the lookup counted
+// nothing.
+func (s *sketch) increment(h uint64) (full bool) {
 	if !s.admitted(h) {
 		// The period's first lookup of h: the doorkeeper's alone.
 		if s.additions.Add(1) >= s.resetAt {
 			s.reset()
 		}
-		return
+		return false
 	}
 	var words [4]uint64
 	var shifts [4]uint64
@@ -113,7 +122,7 @@ func (s *sketch) increment(h uint64) {
 		least = min(least, s.table[words[i]].Load()>>shifts[i]&15)
 	}
 	if least == 15 {
-		return
+		return true
 	}
 	for i := range 4 {
 		w := &s.table[words[i]]
@@ -127,6 +136,7 @@ func (s *sketch) increment(h uint64) {
 	if s.additions.Add(1) >= s.resetAt {
 		s.reset()
 	}
+	return false
 }
 
 // frequency estimates how often h was asked for, 0 to 15: its counters'
@@ -164,5 +174,6 @@ func (s *sketch) reset() {
 		s.door[i].Store(0)
 	}
 	s.additions.Add(-s.resetAt / 2)
+	s.period.Add(1)
 	s.resetting.Store(false)
 }

@@ -137,8 +137,8 @@ func (h *Handler) fromCacheQuick(s *scratch) (m *dns.Msg, out []byte, rcode int,
 	r, e, buf := &s.req, &s.entry, s.buf
 	now := e.Time
 	h.lookUp(s)
-	h.cache.Cache.Count(s.keyHash) // the sketch counts the queries the cache serves, not the blocked
-	hit := &s.hit                  // not copied: a Hit is 88 bytes
+	h.cache.Cache.CountHit(&s.hit, s.keyHash) // the sketch counts the queries the cache serves, not the blocked
+	hit := &s.hit                             // not copied: a Hit is 88 bytes
 	switch s.state {
 	case cache.Fresh:
 		e.Source, e.CacheResult = SourceCache, CacheHit
