@@ -109,10 +109,16 @@ func (h Hit) MarkNamesNothing(serial uint32) {
 	if h.c == nil || serial == 0 || h.it.unnamed == serial {
 		return
 	}
+	h.note(func(it *item) { it.unnamed = serial })
+}
+
+// note changes the entry h found with set, under its shard's lock,
+// unless another entry has replaced it since.
+func (h Hit) note(set func(*item)) {
 	sh := h.c.shard(h.h)
 	sh.mu.Lock()
 	if cur := sh.current(h.h, &h.it); cur != nil {
-		cur.unnamed = serial
+		set(cur)
 	}
 	sh.mu.Unlock()
 }
@@ -130,23 +136,13 @@ func (h Hit) MarkPublic() {
 	if h.c == nil || h.it.public {
 		return
 	}
-	sh := h.c.shard(h.h)
-	sh.mu.Lock()
-	if cur := sh.current(h.h, &h.it); cur != nil {
-		cur.public = true
-	}
-	sh.mu.Unlock()
+	h.note(func(it *item) { it.public = true })
 }
 
 // markHot notes on the entry that its counters were full in the sketch's
 // period mark (CountHit), once a period.
 func (h *Hit) markHot(mark uint8) {
-	sh := h.c.shard(h.h)
-	sh.mu.Lock()
-	if cur := sh.current(h.h, &h.it); cur != nil {
-		cur.hot = mark
-	}
-	sh.mu.Unlock()
+	h.note(func(it *item) { it.hot = mark })
 	h.it.hot = mark
 }
 

@@ -106,82 +106,71 @@ func TestAppendAnswerNoAlloc(t *testing.T) {
 	}
 }
 
-// The blocking step's note (MarkNamesNothing) stays on the entry for the
-// hits that follow, for its serial alone, and is not the next answer's:
-// a Put of the key starts unnoted, and a Hit of the entry it replaced
-// cannot note it. The entry's bytes stay as stored. Serial 0 notes
-// nothing. Mutation check: marking without the identity check of
+// A note on an entry (the blocking step's MarkNamesNothing, rebinding
+// protection's MarkPublic) stays on it for the hits that follow, and is
+// not the next answer's: a Put of the key starts unnoted, and a Hit of
+// the entry it replaced cannot note it. The entry's bytes stay as
+// stored. MarkNamesNothing notes for its serial alone, and serial 0
+// notes nothing. Mutation check: marking without the identity check of
 // current fails the replaced-entry step.
-func TestNamesNothingNote(t *testing.T) {
+func TestNotesStayOnTheEntry(t *testing.T) {
 	t.Parallel()
-	c := New(testConfig())
-	k := keyOf(example)
-	c.Put(k, example.pack(t), t0)
-	get := func() Hit {
-		t.Helper()
-		hit, st := c.Get(k, t0)
-		if st != Fresh {
-			t.Fatalf("state %v, want fresh", st)
-		}
-		return hit
+	for _, note := range []struct {
+		name   string
+		mark   func(Hit)
+		noted  func(Hit) bool
+		before func(t *testing.T, get func() Hit) // what the note does not do
+	}{
+		{"names nothing", func(h Hit) { h.MarkNamesNothing(7) }, func(h Hit) bool { return h.NamesNothing(7) }, func(t *testing.T, get func() Hit) {
+			get().MarkNamesNothing(0)
+			if get().NamesNothing(0) {
+				t.Fatal("serial 0 noted")
+			}
+			get().MarkNamesNothing(8)
+			if get().NamesNothing(7) {
+				t.Fatal("the note for 8 is one for 7")
+			}
+		}},
+		{"public", func(h Hit) { h.MarkPublic() }, func(h Hit) bool { return h.Public() }, func(*testing.T, func() Hit) {
+			Hit{}.MarkPublic() // a miss's zero Hit: nothing to note, no panic
+		}},
+	} {
+		t.Run(note.name, func(t *testing.T) {
+			t.Parallel()
+			c := New(testConfig())
+			k := keyOf(example)
+			c.Put(k, example.pack(t), t0)
+			get := func() Hit {
+				t.Helper()
+				hit, st := c.Get(k, t0)
+				if st != Fresh {
+					t.Fatalf("state %v, want fresh", st)
+				}
+				return hit
+			}
+			if note.noted(get()) {
+				t.Fatal("a new entry is noted")
+			}
+			note.before(t, get)
+			before := get().AppendAnswer(nil, 1, nil, t0, 0)
+			note.mark(get())
+			if !note.noted(get()) {
+				t.Fatal("the note did not stay on the entry")
+			}
+			if after := get().AppendAnswer(nil, 1, nil, t0, 0); string(after) != string(before) {
+				t.Fatal("the note changed the entry's answer")
+			}
+			old := get()
+			c.Put(k, example.pack(t), t0.Add(time.Second))
+			if note.noted(get()) {
+				t.Fatal("a new answer for the key kept the old entry's note")
+			}
+			note.mark(old)
+			if note.noted(get()) {
+				t.Fatal("a Hit of a replaced entry noted the entry that replaced it")
+			}
+		})
 	}
-	before := get().AppendAnswer(nil, 1, nil, t0, 0)
-	get().MarkNamesNothing(0)
-	if get().NamesNothing(0) {
-		t.Fatal("serial 0 noted")
-	}
-	get().MarkNamesNothing(7)
-	if h := get(); !h.NamesNothing(7) || h.NamesNothing(8) {
-		t.Fatalf("after the note for 7: NamesNothing(7) %v, (8) %v; want true, false", h.NamesNothing(7), h.NamesNothing(8))
-	}
-	if after := get().AppendAnswer(nil, 1, nil, t0, 0); string(after) != string(before) {
-		t.Fatal("the note changed the entry's answer")
-	}
-	old := get()
-	c.Put(k, example.pack(t), t0.Add(time.Second))
-	if get().NamesNothing(7) {
-		t.Fatal("a new answer for the key kept the old entry's note")
-	}
-	old.MarkNamesNothing(9)
-	if get().NamesNothing(9) {
-		t.Fatal("a Hit of a replaced entry noted the entry that replaced it")
-	}
-}
-
-// Rebinding protection's note (MarkPublic) stays on the entry for the
-// hits that follow and is not the next answer's, as NamesNothing's: a
-// Put of the key starts unnoted, and a Hit of the entry it replaced
-// cannot note it.
-func TestPublicNote(t *testing.T) {
-	t.Parallel()
-	c := New(testConfig())
-	k := keyOf(example)
-	c.Put(k, example.pack(t), t0)
-	get := func() Hit {
-		t.Helper()
-		hit, st := c.Get(k, t0)
-		if st != Fresh {
-			t.Fatalf("state %v, want fresh", st)
-		}
-		return hit
-	}
-	if get().Public() {
-		t.Fatal("a new entry is noted public")
-	}
-	get().MarkPublic()
-	if !get().Public() {
-		t.Fatal("the note did not stay on the entry")
-	}
-	old := get()
-	c.Put(k, example.pack(t), t0.Add(time.Second))
-	if get().Public() {
-		t.Fatal("a new answer for the key kept the old entry's note")
-	}
-	old.MarkPublic()
-	if get().Public() {
-		t.Fatal("a Hit of a replaced entry noted the entry that replaced it")
-	}
-	Hit{}.MarkPublic() // a miss's zero Hit: nothing to note, no panic
 }
 
 // Peek finds what Get finds and counts nothing in the frequency sketch;

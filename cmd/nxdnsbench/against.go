@@ -64,19 +64,9 @@ func measureAgainst(ctx context.Context, c runConfig, dir string, t *throughput,
 				conf.Cache = t.cache.enabled(cache)
 				return startChild(ctx, rc.nxdnsd, dir, fmt.Sprintf("%s-%s-%d", name, side, i+1), conf)
 			}
-			if a, err = start(base, "base"); err != nil {
-				return nil, nil, nil, err
-			}
-			if b, err = start(c, "this"); err != nil {
-				a.stop()
-				return nil, nil, nil, err
-			}
-			stop = func() { a.stop(); b.stop() }
-			if err := warmUp(ctx, c, queries, a, b); err != nil {
-				stop()
-				return nil, nil, nil, err
-			}
-			return a, b, stop, nil
+			return startPair(ctx, c, queries,
+				func() (*child, error) { return start(base, "base") },
+				func() (*child, error) { return start(c, "this") })
 		}
 	}
 	queries := filepath.Join(dir, "queries.txt")

@@ -107,19 +107,9 @@ func measureBlocking(ctx context.Context, c runConfig, dir string, t *throughput
 	// beside are a pair's processes without the list and with it.
 	beside := func(name, queries string, cache bool) pairProcs {
 		return func(i int) (a, b *child, stop func(), err error) {
-			if a, err = start(fmt.Sprintf("%s-plain-%d", name, i+1), false, cache); err != nil {
-				return nil, nil, nil, err
-			}
-			if b, err = start(fmt.Sprintf("%s-blocking-%d", name, i+1), true, cache); err != nil {
-				a.stop()
-				return nil, nil, nil, err
-			}
-			stop = func() { a.stop(); b.stop() }
-			if err := warmUp(ctx, c, queries, a, b); err != nil {
-				stop()
-				return nil, nil, nil, err
-			}
-			return a, b, stop, nil
+			return startPair(ctx, c, queries,
+				func() (*child, error) { return start(fmt.Sprintf("%s-plain-%d", name, i+1), false, cache) },
+				func() (*child, error) { return start(fmt.Sprintf("%s-blocking-%d", name, i+1), true, cache) })
 		}
 	}
 

@@ -33,6 +33,25 @@ type pairRuns struct {
 // the pair is measured.
 type pairProcs func(i int) (a, b *child, stop func(), err error)
 
+// startPair starts a pair's two processes with startA and startB and
+// warms them up with queries; stop ends both. A failure stops what was
+// started.
+func startPair(ctx context.Context, c runConfig, queries string, startA, startB func() (*child, error)) (a, b *child, stop func(), err error) {
+	if a, err = startA(); err != nil {
+		return nil, nil, nil, err
+	}
+	if b, err = startB(); err != nil {
+		a.stop()
+		return nil, nil, nil, err
+	}
+	stop = func() { a.stop(); b.stop() }
+	if err := warmUp(ctx, c, queries, a, b); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return a, b, stop, nil
+}
+
 // warmUpLength is how long warmUp runs dnsperf at a fresh process.
 const warmUpLength = time.Second
 
