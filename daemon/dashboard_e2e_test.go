@@ -112,6 +112,15 @@ source = "`+broken.URL+`/hosts.txt"
 	fits390(ctx, t, "the query log")
 
 	click(ctx, t, `#tabs button[data-view="lists"]`)
+	// A refresh keeps the row and its button, the very nodes: what the
+	// user aims at (or has focused) is not swapped under the pointer.
+	const trackers = `document.querySelector('#lists tr[data-list="trackers"] button')`
+	waitFor(ctx, t, "the list's row", `!!`+trackers)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = `+trackers+`; b.kept = true; b.focus(); window.keptAt = tick; return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "two refreshes that keep the list's button and its focus",
+		`tick >= window.keptAt + 2 && `+trackers+`.kept === true && document.activeElement === `+trackers)
 	click(ctx, t, `#lists tr[data-list="trackers"] button`)
 	waitFor(ctx, t, "the failing list stale with its error",
 		textOf(`#lists tr[data-list="trackers"] .state .pill`)+` === "stale" && `+textOf(`#lists tr[data-list="trackers"] td.last-error .err`)+`.includes("500")`)
