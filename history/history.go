@@ -26,6 +26,14 @@ const (
 	// several short ones and the readers see rows soon.
 	maxBatch = 4096
 
+	// pgMaxBatch bounds one batch of a PostgreSQL store: the whole queue.
+	// A COPY's time there is mostly waiting (the server's turn for a core
+	// on a busy machine, its disk), hardly its rows, so that a writer
+	// that fell behind during a slow COPY catches up in the next one
+	// rather than by maxBatch rows a COPY, each as slow, while the queue
+	// overflows. SQLite's transactions stay short for its readers.
+	pgMaxBatch = QueueSize
+
 	// batchDelay is how long the writer lets rows gather after the first
 	// of a batch: a transaction costs tens of µs of CPU whatever its size,
 	// so at a steady 20,000 queries a second batches of a few rows cost
@@ -60,10 +68,11 @@ type History struct {
 	maxBytes  int64
 	now       func() time.Time
 
-	queue chan queued
-	stop  chan struct{} // closed by Close
-	done  chan struct{} // closed when the writer has flushed and ended
-	once  sync.Once
+	queue    chan queued
+	batchMax int           // maxBatch, or pgMaxBatch for a PostgreSQL store
+	stop     chan struct{} // closed by Close
+	done     chan struct{} // closed when the writer has flushed and ended
+	once     sync.Once
 
 	rows    atomic.Uint64 // written
 	dropped atomic.Uint64 // dropped: the queue was full, or a batch failed
@@ -105,6 +114,7 @@ const (
 // options are a History's knobs besides the configuration, for tests.
 type options struct {
 	queue              int // QueueSize when 0
+	batch              int // the most rows a batch: maxBatch when 0
 	retryMin, retryMax time.Duration
 	noBudget           bool                 // the writer as fast as it can
 	busy               func() time.Duration // threadCPU when nil
@@ -134,7 +144,7 @@ func Open(cfg config.History, logger *zap.Logger) (*History, error) {
 			logger.Warn("history: the PostgreSQL database is unreachable; rows wait for it",
 				zap.String("postgres", config.RedactPostgres(cfg.Postgres)), zap.Error(warn))
 		}
-		return startWith(st, cfg, logger, time.Now, options{}), nil
+		return startWith(st, cfg, logger, time.Now, options{batch: pgMaxBatch}), nil
 	}
 	st, err := openSQLite(cfg.Path)
 	if errors.Is(err, errDamaged) && cfg.Path != "" {
@@ -178,6 +188,9 @@ func startWith(st store, cfg config.History, logger *zap.Logger, now func() time
 	if o.queue == 0 {
 		o.queue = QueueSize
 	}
+	if o.batch == 0 {
+		o.batch = maxBatch
+	}
 	if o.retryMin == 0 {
 		o.retryMin, o.retryMax = retryMin, retryMax
 	}
@@ -189,6 +202,7 @@ func startWith(st store, cfg config.History, logger *zap.Logger, now func() time
 		maxBytes:  cfg.MaxBytes(),
 		now:       now,
 		queue:     make(chan queued, o.queue),
+		batchMax:  o.batch,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		syncReq:   make(chan chan struct{}),
@@ -269,14 +283,14 @@ func (h *History) Dropped() uint64 { return h.dropped.Load() }
 func (h *History) Bytes() int64 { return h.st.size() }
 
 // run is the writer: it owns the store's write side. Each batch is what
-// the queue holds, up to maxBatch, in one transaction. Maintenance runs a
+// the queue holds, up to batchMax, in one transaction. Maintenance runs a
 // chunk at a time; between chunks, rows waiting come first.
 func (h *History) run() {
 	defer close(h.done)
 	// One thread, so that its CPU time is the writer's (the budget).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	batch := make([]Row, 0, maxBatch)
+	batch := make([]Row, 0, maxBatch) // grows to batchMax when a PostgreSQL store is behind
 	tick := time.NewTicker(maintainEvery)
 	defer tick.Stop()
 	maintain := true // at start: a database that was closed for a while has old rows
@@ -491,7 +505,7 @@ func (h *History) retry(batch []Row) ([]Row, bool) {
 // rest of the queue are written.
 func (h *History) gather(batch []Row) ([]Row, chan struct{}) {
 	batch = h.drain(batch)
-	if len(batch) >= maxBatch {
+	if len(batch) >= h.batchMax {
 		return batch, nil
 	}
 	// Sleep rather than take the rows one by one: one wake-up a batch.
@@ -506,9 +520,9 @@ func (h *History) gather(batch []Row) ([]Row, chan struct{}) {
 	return h.drain(batch), ack
 }
 
-// drain appends what the queue holds to batch, up to maxBatch.
+// drain appends what the queue holds to batch, up to batchMax.
 func (h *History) drain(batch []Row) []Row {
-	for len(batch) < maxBatch {
+	for len(batch) < h.batchMax {
 		select {
 		case r := <-h.queue:
 			batch = append(batch, r.row())

@@ -235,6 +235,9 @@ func TestPostgresUnreachableAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
+	if h.batchMax != pgMaxBatch {
+		t.Errorf("a PostgreSQL history's batches of %d rows at most, want the queue's %d", h.batchMax, pgMaxBatch)
+	}
 	h.Record(someRow(0))
 	mux := http.NewServeMux()
 	h.Register(mux)

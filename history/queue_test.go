@@ -444,3 +444,60 @@ func BenchmarkRecordFull(b *testing.B) {
 	})
 	b.ReportMetric(float64(h.Dropped())/float64(b.N), "dropped/op")
 }
+
+// latencyStore takes the same (fake) time for every write whatever its
+// rows: a database whose COPY waits for its turn on a busy machine.
+type latencyStore struct {
+	blockedStore
+	each    time.Duration
+	largest int
+	n       int
+}
+
+func (s *latencyStore) write(rows []Row) error {
+	time.Sleep(s.each) // the write's length, in the bubble's clock
+	s.n += len(rows)
+	s.largest = max(s.largest, len(rows))
+	return nil
+}
+
+// A PostgreSQL store's batch is the whole queue: at 20,000 rows a second
+// into a store that takes 300 ms a write, a writer held to maxBatch rows
+// a write falls behind by 1,900 rows a write and overflows the queue in
+// seconds, one that takes what waited keeps up and drops nothing.
+// Mutation check: options{batch: maxBatch} for the PostgreSQL store
+// drops rows here (the second subtest shows it).
+func TestSlowWritesCatchUpWithTheQueue(t *testing.T) {
+	for _, c := range []struct {
+		batch int
+		drops bool
+	}{{pgMaxBatch, false}, {maxBatch, true}} {
+		t.Run(fmt.Sprintf("batch=%d", c.batch), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &latencyStore{each: 300 * time.Millisecond}
+				h := startWith(st, config.Default().History, zap.NewNop(), time.Now, options{batch: c.batch, noBudget: true})
+				const perMs, ms = 20, 10_000 // 20,000 rows/s for 10 s
+				for range ms {
+					for range perMs {
+						h.Record(Row{QName: "x."})
+					}
+					time.Sleep(time.Millisecond)
+				}
+				h.Sync()
+				if err := h.Close(); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d rows written, %d dropped, the largest batch %d", h.Rows(), h.Dropped(), st.largest)
+				if h.Rows()+h.Dropped() != perMs*ms || h.Rows() != uint64(st.n) {
+					t.Fatalf("rows %d + dropped %d, want %d; the store has %d", h.Rows(), h.Dropped(), perMs*ms, st.n)
+				}
+				if st.largest > c.batch {
+					t.Errorf("a batch of %d rows, bound %d", st.largest, c.batch)
+				}
+				if got := h.Dropped() > 0; got != c.drops {
+					t.Errorf("%d rows dropped, want drops %v", h.Dropped(), c.drops)
+				}
+			})
+		})
+	}
+}
