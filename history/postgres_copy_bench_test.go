@@ -38,6 +38,15 @@ func BenchmarkPostgresCopy(b *testing.B) {
 		{"without-instance-index", []string{`DROP INDEX nxdns_history_instance_ts`}},
 		{"without-time-index", []string{`DROP INDEX nxdns_history_ts`}},
 		{"no-index", []string{`DROP INDEX nxdns_history_instance_ts`, `DROP INDEX nxdns_history_ts`}},
+		{"brin-time", []string{`DROP INDEX nxdns_history_instance_ts`, `DROP INDEX nxdns_history_ts`,
+			`CREATE INDEX nxdns_history_ts_brin ON nxdns_history USING brin (ts) WITH (pages_per_range = 32, autosummarize = on)`}},
+		{"brin-multi", []string{`DROP INDEX nxdns_history_instance_ts`, `DROP INDEX nxdns_history_ts`,
+			`CREATE INDEX nxdns_history_ts_brin ON nxdns_history USING brin (ts timestamptz_minmax_multi_ops) WITH (pages_per_range = 32, autosummarize = on)`}},
+		{"btree-ts", []string{`DROP INDEX nxdns_history_instance_ts`, `DROP INDEX nxdns_history_ts`,
+			`CREATE INDEX nxdns_history_ts_only ON nxdns_history (ts)`}},
+		{"brin-no-identity", []string{`DROP INDEX nxdns_history_instance_ts`, `DROP INDEX nxdns_history_ts`,
+			`CREATE INDEX nxdns_history_ts_brin ON nxdns_history USING brin (ts) WITH (pages_per_range = 32, autosummarize = on)`,
+			`ALTER TABLE nxdns_history ALTER COLUMN id DROP IDENTITY, ALTER COLUMN id DROP NOT NULL`}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			dbs++

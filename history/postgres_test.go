@@ -155,8 +155,11 @@ func TestPostgresMigratesAnOlderSchema(t *testing.T) {
 		t.Errorf("schema version %d after start, want %d", version, len(pgMigrations))
 	}
 	var idx int
-	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_instance_ts'`).Scan(&idx); err != nil || idx != 1 {
-		t.Errorf("index of migration 2: %d, %v", idx, err)
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname IN ('nxdns_history_ts', 'nxdns_history_instance_ts')`).Scan(&idx); err != nil || idx != 0 {
+		t.Errorf("b-tree indexes of migrations 1 and 2 after migration 4: %d, %v", idx, err)
+	}
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_ts_brin' AND indexdef LIKE '%USING brin (ts timestamptz_minmax_multi_ops)%'`).Scan(&idx); err != nil || idx != 1 {
+		t.Errorf("the time's block-range index of migration 4: %d, %v", idx, err)
 	}
 	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_pkey'`).Scan(&idx); err != nil || idx != 0 {
 		t.Errorf("the primary key's index after migration 3: %d, %v", idx, err)
@@ -415,5 +418,127 @@ func TestPostgresCursorTies(t *testing.T) {
 	}
 	if len(seen) != len(rows) {
 		t.Errorf("%d rows on the pages, want %d", len(seen), len(rows))
+	}
+}
+
+// A page is read one window of time at a time (pgStore.rowsOnce): rows
+// a second, minutes, days and more than the last window apart, one of
+// them stamped in the future by a replica whose clock is ahead, come in
+// order on pages of two, each once, and From, To and a filter that
+// matches few rows bound the walk as they bound one query.
+func TestPostgresPagesAcrossWindows(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	st := pgOpen(t, pg.URL(), "edge-1")
+	defer st.close()
+	now := time.Now()
+	ago := []time.Duration{-time.Hour, 0, 500 * time.Millisecond, 5 * time.Second, 90 * time.Second,
+		2 * time.Hour, 3 * 24 * time.Hour, 20 * 24 * time.Hour, 45 * 24 * time.Hour, 400 * 24 * time.Hour}
+	var rows []Row
+	for i, d := range ago {
+		r := someRow(0)
+		r.Time = now.Add(-d)
+		r.QName = fmt.Sprintf("n%d.", i)
+		if i%3 == 0 {
+			r.QName = fmt.Sprintf("rare%d.", i)
+		}
+		rows = append(rows, r)
+	}
+	if err := st.write(rows); err != nil {
+		t.Fatal(err)
+	}
+	walk := func(f filter) []string {
+		t.Helper()
+		var names []string
+		for pages := 0; ; pages++ {
+			if pages > len(rows) {
+				t.Fatal("the pages do not end")
+			}
+			p, err := st.rows(context.Background(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range p.Rows {
+				names = append(names, e.QName)
+			}
+			if p.Next == 0 {
+				return names
+			}
+			f.Cursor = p.Next
+		}
+	}
+	want := func(idx ...int) string {
+		var s []string
+		for _, i := range idx {
+			s = append(s, rows[i].QName)
+		}
+		return strings.Join(s, " ")
+	}
+	for _, c := range []struct {
+		name string
+		f    filter
+		want string
+	}{
+		{"all", filter{Rcode: -1, Limit: 2}, want(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)},
+		{"one a page", filter{Rcode: -1, Limit: 1}, want(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)},
+		{"a page of all", filter{Rcode: -1, Limit: 100}, want(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)},
+		{"few match", filter{Name: "rare", Rcode: -1, Limit: 2}, want(0, 3, 6, 9)},
+		{"from", filter{From: now.Add(-30 * 24 * time.Hour), Rcode: -1, Limit: 3}, want(0, 1, 2, 3, 4, 5, 6, 7)},
+		{"to", filter{To: now.Add(-time.Minute), Rcode: -1, Limit: 2}, want(4, 5, 6, 7, 8, 9)},
+		{"from and to", filter{From: now.Add(-3*24*time.Hour - time.Second), To: now.Add(-time.Second), Rcode: -1, Limit: 2}, want(3, 4, 5, 6)},
+	} {
+		if got := strings.Join(walk(c.f), " "); got != c.want {
+			t.Errorf("%s: pages %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// The windows' reads are what the block-range index serves: with a
+// table of some size and its statistics, the planner reads a window
+// through nxdns_history_ts_brin, not the whole table.
+func TestPostgresWindowUsesTheTimeIndex(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	st := pgOpen(t, pg.URL(), "edge-1")
+	defer st.close()
+	ctx := context.Background()
+	// 200,000 rows a millisecond apart, in time order, as replicas write them.
+	if _, err := st.pool.Exec(ctx, `INSERT INTO nxdns_history
+		(ts, instance, client, client_name, proto, qname, qtype, rcode, source, upstream, duration_us, list)
+		SELECT now() - (200000 - g) * interval '1 millisecond', 'edge-1', '192.0.2.7', '', 'udp',
+			'n' || g || '.example.', 1, 0, 'pool', 'quad9', 1234, ''
+		FROM generate_series(1, 200000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.pool.Exec(ctx, `ANALYZE nxdns_history`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.pool.Exec(ctx, `SELECT brin_summarize_new_values('nxdns_history_ts_brin')`); err != nil {
+		t.Fatal(err)
+	}
+	w := new(where)
+	w.span("", time.Now().Add(-pgFirstWindow), time.Time{})
+	q := `EXPLAIN SELECT id FROM nxdns_history` + w.sql() + ` ORDER BY ts DESC, id DESC LIMIT 101`
+	rs, err := st.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rs.Next() {
+		var line string
+		if err := rs.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, "nxdns_history_ts_brin") {
+		t.Errorf("a window's plan does not read the time index:\n%s", p)
+	}
+	p, err := st.rows(ctx, filter{Rcode: -1, Limit: 100})
+	if err != nil || len(p.Rows) != 100 || p.Rows[0].QName != "n200000.example." {
+		t.Errorf("the first page: %d rows, first %+v, %v", len(p.Rows), p.Rows[:min(1, len(p.Rows))], err)
 	}
 }
