@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,16 +132,22 @@ func TestPostgresMigratesAnOlderSchema(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx := context.Background()
 	old := pgOpen(t, pg.URL(), "old")
-	// Back to what a binary knowing only migration 1 left behind.
-	for _, q := range []string{`DROP TABLE nxdns_history`, `DROP TABLE nxdns_history_schema`} {
+	// Back to what a binary knowing only migrations 1 to 3 left behind.
+	for _, q := range []string{`DROP VIEW nxdns_history`, `DROP TABLE nxdns_history_batches`, `DROP TABLE nxdns_history_schema`} {
 		if _, err := old.pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := migratePostgres(ctx, old.pool, 1); err != nil {
+	if err := migratePostgres(ctx, old.pool, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.write([]Row{someRow(0)}); err != nil {
+	// Rows as schemas 1 to 3 stored them, a row a row, more than one
+	// batch of the move's.
+	if _, err := old.pool.Exec(ctx, `INSERT INTO nxdns_history
+		(ts, instance, client, client_name, proto, qname, qtype, rcode, source, upstream, duration_us, list)
+		SELECT now() - (10000 - g) * interval '1 millisecond', 'old', '192.0.2.7', '', 'udp',
+			'n' || g || '.example.', 1, 0, 'pool', 'quad9', 1230, ''
+		FROM generate_series(1, 10000) g`); err != nil {
 		t.Fatal(err)
 	}
 	old.close()
@@ -154,19 +161,26 @@ func TestPostgresMigratesAnOlderSchema(t *testing.T) {
 	if version != len(pgMigrations) {
 		t.Errorf("schema version %d after start, want %d", version, len(pgMigrations))
 	}
+	var kind string
+	if err := st.pool.QueryRow(ctx, `SELECT table_type FROM information_schema.tables WHERE table_name = 'nxdns_history'`).Scan(&kind); err != nil || kind != "VIEW" {
+		t.Errorf("nxdns_history after migration 4: %q, %v; want the view of the batches", kind, err)
+	}
 	var idx int
-	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname IN ('nxdns_history_ts', 'nxdns_history_instance_ts')`).Scan(&idx); err != nil || idx != 0 {
-		t.Errorf("b-tree indexes of migrations 1 and 2 after migration 4: %d, %v", idx, err)
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_batches_ts'`).Scan(&idx); err != nil || idx != 1 {
+		t.Errorf("the batches' time index of migration 4: %d, %v", idx, err)
 	}
-	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_ts_brin' AND indexdef LIKE '%USING brin (ts timestamptz_minmax_multi_ops)%'`).Scan(&idx); err != nil || idx != 1 {
-		t.Errorf("the time's block-range index of migration 4: %d, %v", idx, err)
-	}
-	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'nxdns_history_pkey'`).Scan(&idx); err != nil || idx != 0 {
-		t.Errorf("the primary key's index after migration 3: %d, %v", idx, err)
+	if n := pgCount(t, st); n != 10000 {
+		t.Errorf("%d rows after migrating, want 10,000", n)
 	}
 	p, err := st.rows(ctx, filter{Instance: "old", Rcode: -1, Limit: 10})
-	if err != nil || len(p.Rows) != 1 || p.Rows[0].QName != "example.com." || p.Rows[0].Instance != "old" {
-		t.Errorf("the old row after migrating: %+v, %v", p.Rows, err)
+	if err != nil || len(p.Rows) != 10 || p.Rows[0].QName != "n10000.example." || p.Rows[9].QName != "n9991.example." || p.Rows[0].Instance != "old" {
+		t.Errorf("the old rows after migrating: %+v, %v", p.Rows, err)
+	}
+	// The rows' order survives the move: a page across the two
+	// batches' seam (rows 8,192 and 8,193) is in it.
+	p, err = st.rows(ctx, filter{Name: "n819", Rcode: -1, Limit: 20})
+	if err != nil || len(p.Rows) != 11 || p.Rows[0].QName != "n8199.example." || p.Rows[10].QName != "n819.example." {
+		t.Errorf("rows across the move's batches: %+v, %v", p.Rows, err)
 	}
 
 	if _, err := st.pool.Exec(ctx, `UPDATE nxdns_history_schema SET version = 99`); err != nil {
@@ -187,13 +201,19 @@ func TestPostgresRetentionOneReplicaAtATime(t *testing.T) {
 	st := pgOpen(t, pg.URL(), "a")
 	defer st.close()
 	now := time.Now()
-	var rows []Row
-	for i := range 10 {
+	for i := range 10 { // a batch a day, as the writer would have written them
 		r := someRow(0)
 		r.Time = now.Add(-time.Duration(i) * 24 * time.Hour)
-		rows = append(rows, r)
+		if err := st.write([]Row{r, r}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := st.write(rows); err != nil {
+	// A batch that straddles the cutoff stays whole until its newest
+	// row passes it.
+	straddle := []Row{someRow(0), someRow(0)}
+	straddle[0].Time = now.Add(-8 * 24 * time.Hour)
+	straddle[1].Time = now.Add(-6 * 24 * time.Hour)
+	if err := st.write(straddle); err != nil {
 		t.Fatal(err)
 	}
 	other, err := st.pool.Acquire(ctx)
@@ -207,8 +227,8 @@ func TestPostgresRetentionOneReplicaAtATime(t *testing.T) {
 	if _, err := st.maintain(cutoff, 0); err != nil {
 		t.Fatal(err)
 	}
-	if n := pgCount(t, st); n != 10 {
-		t.Errorf("%d rows after maintain while another replica holds the lock, want 10", n)
+	if n := pgCount(t, st); n != 22 {
+		t.Errorf("%d rows after maintain while another replica holds the lock, want 22", n)
 	}
 	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(pgLockRetention)); err != nil {
 		t.Fatal(err)
@@ -217,8 +237,8 @@ func TestPostgresRetentionOneReplicaAtATime(t *testing.T) {
 	if _, err := st.maintain(cutoff, 0); err != nil {
 		t.Fatal(err)
 	}
-	if n := pgCount(t, st); n != 7 {
-		t.Errorf("%d rows after maintain, want 7", n)
+	if n := pgCount(t, st); n != 16 {
+		t.Errorf("%d rows after maintain, want 16 (days 0 to 6, and the straddling batch)", n)
 	}
 	if st.size() <= 0 {
 		t.Errorf("size %d, want the table's", st.size())
@@ -493,27 +513,33 @@ func TestPostgresPagesAcrossWindows(t *testing.T) {
 	}
 }
 
-// The windows' reads are what the block-range index serves: with a
-// table of some size and its statistics, the planner reads a window
-// through nxdns_history_ts_brin, not the whole table.
+// The windows' reads are what the batches' time index serves: with a
+// table of some size and its statistics, the planner finds a window's
+// batches through nxdns_history_batches_ts, not by opening every batch.
 func TestPostgresWindowUsesTheTimeIndex(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.Start(t)
 	st := pgOpen(t, pg.URL(), "edge-1")
 	defer st.close()
 	ctx := context.Background()
-	// 200,000 rows a millisecond apart, in time order, as replicas write them.
-	if _, err := st.pool.Exec(ctx, `INSERT INTO nxdns_history
-		(ts, instance, client, client_name, proto, qname, qtype, rcode, source, upstream, duration_us, list)
-		SELECT now() - (200000 - g) * interval '1 millisecond', 'edge-1', '192.0.2.7', '', 'udp',
-			'n' || g || '.example.', 1, 0, 'pool', 'quad9', 1234, ''
-		FROM generate_series(1, 200000) g`); err != nil {
-		t.Fatal(err)
+	// 2,000 batches of 100 rows, a millisecond apart, in time order, as
+	// replicas write them.
+	for at := 0; at < 200000; at += 20000 {
+		rows := make([]Row, 0, 20000)
+		for g := at + 1; g <= at+20000; g++ {
+			r := someRow(0)
+			r.Time = time.Now().Add(time.Duration(g-200000) * time.Millisecond)
+			r.QName = "n" + strconv.Itoa(g) + ".example."
+			rows = append(rows, r)
+		}
+		for len(rows) > 0 {
+			if err := st.write(rows[:100]); err != nil {
+				t.Fatal(err)
+			}
+			rows = rows[100:]
+		}
 	}
-	if _, err := st.pool.Exec(ctx, `ANALYZE nxdns_history`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.pool.Exec(ctx, `SELECT brin_summarize_new_values('nxdns_history_ts_brin')`); err != nil {
+	if _, err := st.pool.Exec(ctx, `ANALYZE nxdns_history_batches`); err != nil {
 		t.Fatal(err)
 	}
 	w := new(where)
@@ -534,7 +560,7 @@ func TestPostgresWindowUsesTheTimeIndex(t *testing.T) {
 	if err := rs.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if p := strings.Join(plan, "\n"); !strings.Contains(p, "nxdns_history_ts_brin") {
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, "nxdns_history_batches_ts") {
 		t.Errorf("a window's plan does not read the time index:\n%s", p)
 	}
 	p, err := st.rows(ctx, filter{Rcode: -1, Limit: 100})
