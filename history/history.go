@@ -41,13 +41,13 @@ const (
 	batchDelay = 100 * time.Millisecond
 
 	// writerShare is the most of one core's CPU time the writer spends
-	// writing batches (its thread's, on Linux), with a burst of
-	// writerBurst: when the rows come faster than that buys, the writer
-	// pauses, the queue fills, and rows are dropped and counted rather
-	// than taken from the queries' CPU. At about 0.5 µs a row
-	// (BenchmarkWriter) it buys some 35,000 rows a second, at most 5 % of
-	// what nxdnsd spends on 130,000 cache hits a second here; a Sync or
-	// Close writes everything queued whatever the budget.
+	// reading the queue and writing batches (its thread's, on Linux),
+	// with a burst of writerBurst: when the rows come faster than that
+	// buys, the writer pauses, the queue fills, and rows are dropped and
+	// counted rather than taken from the queries' CPU. At about 1 µs a
+	// row (BenchmarkWriterSteady) it buys some 20,000 rows a second, the
+	// burst what carries a second in which the writer falls behind. A
+	// Sync or Close writes everything queued whatever the budget.
 	writerShare = 0.02
 	writerBurst = 250 * time.Millisecond
 	maxPause    = time.Second
@@ -68,14 +68,15 @@ type History struct {
 	maxBytes  int64
 	now       func() time.Time
 
-	queue    chan queued
+	queue    *ring         // Record's rows for the writer
+	wake     chan struct{} // a token when rows were queued since the writer last took it
 	batchMax int           // maxBatch, or pgMaxBatch for a PostgreSQL store
 	stop     chan struct{} // closed by Close
 	done     chan struct{} // closed when the writer has flushed and ended
 	once     sync.Once
 
 	rows    atomic.Uint64 // written
-	dropped atomic.Uint64 // dropped: the queue was full, or a batch failed
+	dropped atomic.Uint64 // dropped because a batch failed (a full queue counts in the ring's stripes)
 	flushed atomic.Uint64 // batches written, for tests' Sync
 	syncReq chan chan struct{}
 
@@ -201,7 +202,8 @@ func startWith(st store, cfg config.History, logger *zap.Logger, now func() time
 		retention: cfg.Retention(),
 		maxBytes:  cfg.MaxBytes(),
 		now:       now,
-		queue:     make(chan queued, o.queue),
+		queue:     newRing(o.queue),
+		wake:      make(chan struct{}, 1),
 		batchMax:  o.batch,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -234,18 +236,19 @@ func startWith(st store, cfg config.History, logger *zap.Logger, now func() time
 func (h *History) Record(row Row) {
 	select {
 	case <-h.stop:
-		h.dropped.Add(1)
+		h.queue.drop()
 		return
 	default:
 	}
-	if len(h.queue) == cap(h.queue) {
-		h.dropped.Add(1) // full: dropped before the conversion costs anything
+	if !h.queue.push(&row) {
+		h.queue.drop()
 		return
 	}
+	// Wake the writer. With a token already waiting (the writer gathers
+	// for batchDelay after it takes one) this only reads the channel.
 	select {
-	case h.queue <- queue(&row):
+	case h.wake <- struct{}{}:
 	default:
-		h.dropped.Add(1)
 	}
 }
 
@@ -256,15 +259,10 @@ func (h *History) Close() error {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
-		// A row sent while the writer ended is not lost uncounted.
-		for {
-			select {
-			case <-h.queue:
-				h.dropped.Add(1)
-				continue
-			default:
-			}
-			break
+		// A row queued while the writer ended is not lost uncounted.
+		var q queued
+		for h.queue.pop(&q) {
+			h.queue.drop()
 		}
 		err = h.st.close()
 	})
@@ -276,7 +274,7 @@ func (h *History) Rows() uint64 { return h.rows.Load() }
 
 // Dropped is how many rows were dropped (nxdns_history_dropped_total):
 // the queue was full, or writing their batch failed.
-func (h *History) Dropped() uint64 { return h.dropped.Load() }
+func (h *History) Dropped() uint64 { return h.dropped.Load() + h.queue.dropped() }
 
 // Bytes is the database's size (nxdns_history_bytes), as last measured by
 // the writer.
@@ -313,18 +311,18 @@ func (h *History) run() {
 		// waits for rows or the tick.
 		wait := tick.C
 		if maintain {
-			if len(h.queue) > 0 {
+			if h.queue.len() > 0 {
 				var m bool
-				batch, m = h.take(batch, <-h.queue)
+				batch, m = h.take(batch)
 				maintain = m || maintain
 				continue
 			}
 			wait = ready
 		}
 		select {
-		case r := <-h.queue:
+		case <-h.wake:
 			var m bool
-			batch, m = h.take(batch, r)
+			batch, m = h.take(batch)
 			maintain = m || maintain
 		case <-wait:
 			maintain = true
@@ -344,16 +342,24 @@ var ready = func() <-chan time.Time {
 	return c
 }()
 
-// take writes a batch that begins with r and gathers what follows it
-// (gather), in batch's memory, and answers a Sync that came meanwhile.
-// It returns the batch, which waits for the database when that is down
-// (h.pending), and whether maintenance is due.
-func (h *History) take(batch []Row, r queued) ([]Row, bool) {
-	batch, ack := h.gather(append(batch[:0], r.row()))
+// take writes a batch of what the queue holds and what follows it
+// within batchDelay (gather), in batch's memory, and answers a Sync that
+// came meanwhile. It returns the batch, which waits for the database
+// when that is down (h.pending), and whether maintenance is due. The
+// budget counts the batch's reads from the queue with its write.
+func (h *History) take(batch []Row) ([]Row, bool) {
+	batch, ack, spent := h.gather(batch[:0])
+	if len(batch) == 0 { // the rows that woke the writer were taken by the batch before
+		if ack != nil {
+			batch = h.synced(batch, ack)
+		}
+		return batch, false
+	}
 	start := h.busy()
 	maintain := h.write(batch)
-	spent := h.busy() - start
-	h.writeCPU.Add(int64(spent))
+	written := h.busy() - start
+	h.writeCPU.Add(int64(written))
+	spent += written
 	if ack == nil && !h.pending && h.share > 0 {
 		ack = h.pause(h.budget.spend(spent, time.Now(), h.share))
 	}
@@ -502,33 +508,33 @@ func (h *History) retry(batch []Row) ([]Row, bool) {
 // gather appends what the queue holds to batch and, unless that makes a
 // full batch, what arrives within batchDelay. A Sync or Close ends the
 // wait at once; a Sync's ack is returned, for after the batch and the
-// rest of the queue are written.
-func (h *History) gather(batch []Row) ([]Row, chan struct{}) {
+// rest of the queue are written. spent is what the reads took of the
+// budget's clock (the wait is not the writer's CPU).
+func (h *History) gather(batch []Row) (_ []Row, ack chan struct{}, spent time.Duration) {
+	start := h.busy()
 	batch = h.drain(batch)
+	spent = h.busy() - start
 	if len(batch) >= h.batchMax {
-		return batch, nil
+		return batch, nil, spent
 	}
 	// Sleep rather than take the rows one by one: one wake-up a batch.
 	t := time.NewTimer(batchDelay)
 	defer t.Stop()
-	var ack chan struct{}
 	select {
 	case <-t.C:
 	case ack = <-h.syncReq:
 	case <-h.stop:
 	}
-	return h.drain(batch), ack
+	start = h.busy()
+	batch = h.drain(batch)
+	return batch, ack, spent + h.busy() - start
 }
 
 // drain appends what the queue holds to batch, up to batchMax.
 func (h *History) drain(batch []Row) []Row {
-	for len(batch) < h.batchMax {
-		select {
-		case r := <-h.queue:
-			batch = append(batch, r.row())
-		default:
-			return batch
-		}
+	var q queued
+	for len(batch) < h.batchMax && h.queue.pop(&q) {
+		batch = append(batch, q.row())
 	}
 	return batch
 }
@@ -549,7 +555,7 @@ func (h *History) write(batch []Row) bool {
 		}
 		if now := h.now(); now.Sub(h.downLogged) >= time.Minute {
 			h.log.Error("history: the database is unreachable; rows wait in the queue, then are dropped and counted",
-				zap.Int("waiting", len(batch)+len(h.queue)), zap.Error(err))
+				zap.Int("waiting", len(batch)+h.queue.len()), zap.Error(err))
 			h.downLogged = now
 		}
 		return false
