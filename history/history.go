@@ -48,8 +48,8 @@ const (
 	// row (BenchmarkWriterSteady) it buys some 20,000 rows a second, the
 	// burst what carries a second in which the writer falls behind. A
 	// Sync or Close writes everything queued whatever the budget.
-	writerShare = 0.02
-	writerBurst = 250 * time.Millisecond
+	writerShare = 0.03
+	writerBurst = 30 * time.Millisecond
 	maxPause    = time.Second
 
 	// maintainEvery is how often retention runs: the spec's "at least

@@ -390,9 +390,11 @@ func TestWriterKeepsToItsBudget(t *testing.T) {
 	for _, budget := range []bool{true, false} {
 		t.Run(fmt.Sprintf("budget=%v", budget), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := &slowStore{perRow: 20 * time.Microsecond} // 50,000 rows/s at most
+				// 200,000 rows/s at most; a batch of 4,096 rows takes 20 ms,
+				// less than the share buys in maxPause (the pause's bound).
+				st := &slowStore{perRow: 5 * time.Microsecond}
 				h := startWith(st, config.Default().History, zap.NewNop(), time.Now, options{queue: 4096, noBudget: !budget, busy: wallClock})
-				const perMs, ms = 20, 4000 // 20,000 rows/s for 4 s: 40 % of a core's worth
+				const perMs, ms = 20, 4000 // 20,000 rows/s for 4 s: 10 % of a core's worth
 				begin := time.Now()
 				for range ms {
 					for range perMs {
