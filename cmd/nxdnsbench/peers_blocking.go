@@ -42,6 +42,7 @@ type peersConfig struct {
 	coredns     string // "" builds corednsVersion once into the user cache directory
 	history     bool   // nxdnsd once more with [history] on
 	loadTimeout time.Duration
+	rounds      int // (a) and (b) measured this many times, each server in turn; the median run reported
 }
 
 // addPeersFlags registers the blocking run's flags on fs.
@@ -54,11 +55,16 @@ func addPeersFlags(fs *flag.FlagSet, p *peersConfig) {
 		" built once with go build in a temporary module, kept in the user cache directory)")
 	fs.BoolVar(&p.history, "peers-history", true, "with -peers-blocking: nxdnsd once more with its history on (SQLite)")
 	fs.DurationVar(&p.loadTimeout, "peers-load-timeout", 5*time.Minute, "with -peers-blocking: how long a server may take from its start to its first blocked answer")
+	fs.IntVar(&p.rounds, "peers-rounds", 3, "with -peers-blocking: rounds of (a) and (b), each server started afresh with the list and its cache in turn, "+
+		"so that a slow spell of the machine falls on every server alike; each row reports its median run by QPS")
 }
 
 func (p peersConfig) validate() error {
 	if p.names < 0 || p.names > 10_000_000 || p.loadTimeout <= 0 || p.loadTimeout > time.Hour {
 		return errors.New("run: want 0 <= -peers-blocking <= 10,000,000 and 0 < -peers-load-timeout <= 1h")
+	}
+	if p.rounds < 1 || p.rounds > 20 {
+		return errors.New("run: want 1 <= -peers-rounds <= 20")
 	}
 	return nil
 }
@@ -81,9 +87,11 @@ type peerRow struct {
 	rssList   int64         // VmRSS at the first blocked answer
 	hwmList   int64         // VmHWM then: the list's load at its peak
 	load      time.Duration // from its start to its first blocked answer
-	blocked   *fwdRun       // (a)
-	hits      *fwdRun       // (b)
+	blocked   *fwdRun       // (a): the median of blockedRuns
+	hits      *fwdRun       // (b): the median of hitsRuns
 	fwd       *fwdRun       // (c)
+
+	blockedRuns, hitsRuns []*fwdRun // a run a round
 
 	historyRows float64 // nxdns_history_rows_total after the rows; -1 not served
 }
@@ -152,7 +160,8 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 			return nil, err
 		}
 	}
-	for _, p := range e.peers(ctx) {
+	peers := e.peers(ctx)
+	for _, p := range peers {
 		row := &peerRow{name: p.name, history: p.history, skip: p.skip, historyRows: -1}
 		pr.rows = append(pr.rows, row)
 		if p.skip != "" {
@@ -167,7 +176,38 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 			progress("blocking run: %s: %v", p.name, err)
 		}
 	}
+	// The later rounds of (a) and (b), the servers in the same order: one
+	// server's runs are minutes apart, as the others' are.
+	for round := 2; round <= c.peers.rounds; round++ {
+		for i, p := range peers {
+			row := pr.rows[i]
+			if row.skip != "" {
+				continue
+			}
+			progress("blocking run, round %d of %d: %s", round, c.peers.rounds, p.name)
+			if err := e.measureCached(ctx, p, row, hitsQueries); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				row.skip = err.Error()
+				progress("blocking run: %s: %v", p.name, err)
+			}
+		}
+	}
+	for _, row := range pr.rows {
+		row.settle()
+	}
 	return pr, nil
+}
+
+// settle sets (a) and (b) to their rounds' runs of median QPS; a row
+// that failed in any round shows neither.
+func (row *peerRow) settle() {
+	if row.skip != "" || len(row.hitsRuns) == 0 || len(row.blockedRuns) == 0 {
+		row.hits, row.blocked = nil, nil
+		return
+	}
+	row.hits, row.blocked = medianRun(row.hitsRuns), medianRun(row.blockedRuns)
 }
 
 // peers are the run's servers in the table's order: nxdnsd, nxdnsd with
@@ -376,22 +416,36 @@ func (e *peersEnv) measurePeer(ctx context.Context, p blockPeer, row *peerRow, f
 		return logged(ch, err)
 	}
 
+	return e.measureCached(ctx, p, row, hitsQueries)
+}
+
+// measureCached starts p afresh with the list and its caches on and adds
+// a run of (b), then of (a), to row.
+func (e *peersEnv) measureCached(ctx context.Context, p blockPeer, row *peerRow, hitsQueries string) error {
 	e.progress("blocking run: %s with the list, caches on", p.name)
-	if ch, err = e.startLoaded(ctx, p, "hits", true, nil); err != nil {
+	ch, err := e.startLoaded(ctx, p, "hits", true, nil)
+	if err != nil {
 		return err
 	}
 	defer ch.stop()
+	logged := func(err error) error {
+		b, _ := os.ReadFile(ch.log)
+		return fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
+	}
 	e.progress("blocking run: %s hits: dnsperf %s -> %s", p.name, e.c.perf, ch.addr)
-	if row.hits, err = measure(ctx, e.c, ch, ch.addr, hitsQueries, e.upstream, nil); err != nil {
-		return logged(ch, err)
+	hits, err := measure(ctx, e.c, ch, ch.addr, hitsQueries, e.upstream, nil)
+	if err != nil {
+		return logged(err)
 	}
 	e.progress("blocking run: %s blocked names: dnsperf %s -> %s", p.name, e.c.perf, ch.addr)
-	if row.blocked, err = measure(ctx, e.c, ch, ch.addr, e.lists.queries, e.upstream, nil); err != nil {
-		return logged(ch, err)
+	blocked, err := measure(ctx, e.c, ch, ch.addr, e.lists.queries, e.upstream, nil)
+	if err != nil {
+		return logged(err)
 	}
+	row.hitsRuns, row.blockedRuns = append(row.hitsRuns, hits), append(row.blockedRuns, blocked)
 	if p.history {
 		if v, ok := scrapeMetric(ctx, ch.admin, "nxdns_history_rows_total"); ok {
-			row.historyRows = v
+			row.historyRows = max(row.historyRows, 0) + v
 		}
 	}
 	return nil
