@@ -42,7 +42,7 @@ type peersConfig struct {
 	coredns     string // "" builds corednsVersion once into the user cache directory
 	history     bool   // nxdnsd once more with [history] on
 	loadTimeout time.Duration
-	rounds      int // (a) and (b) measured this many times, each server in turn; the median run reported
+	rounds      int // (a), (b) and (c) measured this many times, each server in turn; the median run reported
 }
 
 // addPeersFlags registers the blocking run's flags on fs.
@@ -55,7 +55,7 @@ func addPeersFlags(fs *flag.FlagSet, p *peersConfig) {
 		" built once with go build in a temporary module, kept in the user cache directory)")
 	fs.BoolVar(&p.history, "peers-history", true, "with -peers-blocking: nxdnsd once more with its history on (SQLite)")
 	fs.DurationVar(&p.loadTimeout, "peers-load-timeout", 5*time.Minute, "with -peers-blocking: how long a server may take from its start to its first blocked answer")
-	fs.IntVar(&p.rounds, "peers-rounds", 3, "with -peers-blocking: rounds of (a) and (b), each server started afresh with the list and its cache in turn, "+
+	fs.IntVar(&p.rounds, "peers-rounds", 3, "with -peers-blocking: rounds of (c), (b) and (a), each server started afresh with the list in turn, "+
 		"so that a slow spell of the machine falls on every server alike; each row reports its median run by QPS")
 }
 
@@ -89,9 +89,9 @@ type peerRow struct {
 	load      time.Duration // from its start to its first blocked answer
 	blocked   *fwdRun       // (a): the median of blockedRuns
 	hits      *fwdRun       // (b): the median of hitsRuns
-	fwd       *fwdRun       // (c)
+	fwd       *fwdRun       // (c): the median of fwdRuns
 
-	blockedRuns, hitsRuns []*fwdRun // a run a round
+	blockedRuns, hitsRuns, fwdRuns []*fwdRun // a run a round
 
 	historyRows float64 // nxdns_history_rows_total after the rows; -1 not served
 }
@@ -176,8 +176,8 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 			progress("blocking run: %s: %v", p.name, err)
 		}
 	}
-	// The later rounds of (a) and (b), the servers in the same order: one
-	// server's runs are minutes apart, as the others' are.
+	// The later rounds of (c), (b) and (a), the servers in the same order:
+	// one server's runs are minutes apart, as the others' are.
 	for round := 2; round <= c.peers.rounds; round++ {
 		for i, p := range peers {
 			row := pr.rows[i]
@@ -185,7 +185,7 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 				continue
 			}
 			progress("blocking run, round %d of %d: %s", round, c.peers.rounds, p.name)
-			if err := e.measureCached(ctx, p, row, hitsQueries); err != nil {
+			if err := e.measureRound(ctx, p, row, fwdQueries, hitsQueries); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -200,14 +200,14 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 	return pr, nil
 }
 
-// settle sets (a) and (b) to their rounds' runs of median QPS; a row
-// that failed in any round shows neither.
+// settle sets (a), (b) and (c) to their rounds' runs of median QPS; a
+// row that failed in any round shows none of them.
 func (row *peerRow) settle() {
-	if row.skip != "" || len(row.hitsRuns) == 0 || len(row.blockedRuns) == 0 {
-		row.hits, row.blocked = nil, nil
+	if row.skip != "" || len(row.hitsRuns) == 0 || len(row.blockedRuns) == 0 || len(row.fwdRuns) == 0 {
+		row.hits, row.blocked, row.fwd = nil, nil, nil
 		return
 	}
-	row.hits, row.blocked = medianRun(row.hitsRuns), medianRun(row.blockedRuns)
+	row.hits, row.blocked, row.fwd = medianRun(row.hitsRuns), medianRun(row.blockedRuns), medianRun(row.fwdRuns)
 }
 
 // peers are the run's servers in the table's order: nxdnsd, nxdnsd with
@@ -410,12 +410,30 @@ func (e *peersEnv) measurePeer(ctx context.Context, p blockPeer, row *peerRow, f
 		return err
 	}
 	e.progress("blocking run: %s loaded in %v; forwarding: dnsperf %s -> %s", p.name, row.load.Round(time.Millisecond), e.c.perf, ch.addr)
-	row.fwd, err = measure(ctx, e.c, ch, ch.addr, fwdQueries, e.upstream, nil)
+	fwd, err := measure(ctx, e.c, ch, ch.addr, fwdQueries, e.upstream, nil)
 	ch.stop()
 	if err != nil {
 		return logged(ch, err)
 	}
+	row.fwdRuns = append(row.fwdRuns, fwd)
+	return e.measureCached(ctx, p, row, hitsQueries)
+}
 
+// measureRound is a later round of p: (c) at a fresh start with the list
+// and its caches off, then (b) and (a) at another with them on.
+func (e *peersEnv) measureRound(ctx context.Context, p blockPeer, row *peerRow, fwdQueries, hitsQueries string) error {
+	ch, err := e.startLoaded(ctx, p, "forwarding", false, nil)
+	if err != nil {
+		return err
+	}
+	e.progress("blocking run: %s forwarding: dnsperf %s -> %s", p.name, e.c.perf, ch.addr)
+	fwd, err := measure(ctx, e.c, ch, ch.addr, fwdQueries, e.upstream, nil)
+	ch.stop()
+	if err != nil {
+		b, _ := os.ReadFile(ch.log)
+		return fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
+	}
+	row.fwdRuns = append(row.fwdRuns, fwd)
 	return e.measureCached(ctx, p, row, hitsQueries)
 }
 

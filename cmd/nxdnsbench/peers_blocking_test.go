@@ -339,13 +339,14 @@ func TestReportPeersBlocking(t *testing.T) {
 	nx := pr.rows[0]
 	nx.blockedRuns = []*fwdRun{run(70_000, 3*time.Second), nx.blocked, run(95_000, 3*time.Second)}
 	nx.hitsRuns = []*fwdRun{run(120_000, 3*time.Second), run(60_000, 3*time.Second), nx.hits}
-	nx.blocked, nx.hits = nil, nil
+	nx.fwdRuns = []*fwdRun{nx.fwd, run(30_000, 5*time.Second), run(50_000, 5*time.Second)}
+	nx.blocked, nx.hits, nx.fwd = nil, nil, nil
 	nx.settle()
-	if nx.blocked != nx.blockedRuns[1] || nx.hits != nx.hitsRuns[2] {
-		t.Fatalf("settle: (a) %v, (b) %v, want the median runs (90,000, 80,000)", nx.blocked.perf.QPS, nx.hits.perf.QPS)
+	if nx.blocked != nx.blockedRuns[1] || nx.hits != nx.hitsRuns[2] || nx.fwd != nx.fwdRuns[0] {
+		t.Fatalf("settle: (a) %v, (b) %v, (c) %v, want the median runs (90,000, 80,000, 40,000)", nx.blocked.perf.QPS, nx.hits.perf.QPS, nx.fwd.perf.QPS)
 	}
 	for _, row := range pr.rows[1:4] {
-		row.blockedRuns, row.hitsRuns = []*fwdRun{row.blocked}, []*fwdRun{row.hits}
+		row.blockedRuns, row.hitsRuns, row.fwdRuns = []*fwdRun{row.blocked}, []*fwdRun{row.hits}, []*fwdRun{row.fwd}
 	}
 	r := report{machine: machine{CPUs: 2, Started: time.Now()},
 		cfg:        runConfig{perf: perfParams{Duration: 10 * time.Second, Clients: 20, Outstanding: 100, Threads: 2}, names: 1_000_000, hitNames: 1000, peers: peersConfig{names: 1_000_000, rounds: 3}},
@@ -366,8 +367,8 @@ func TestReportPeersBlocking(t *testing.T) {
 		"1,500,000 history rows written",
 		"local=/name/",
 		"(3 in all)",
-		"- nxdnsd: (a) 70,000, 90,000, 95,000; (b) 120,000, 60,000, 80,000\n",
-		"- Unbound 1.17.1: (a) 100,000; (b) 99,000\n",
+		"- nxdnsd: (a) 70,000, 90,000, 95,000; (b) 120,000, 60,000, 80,000; (c) 40,000, 30,000, 50,000\n",
+		"- Unbound 1.17.1: (a) 100,000; (b) 99,000; (c) 14,000\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table has no %q:\n%s", want, text)

@@ -56,14 +56,14 @@ func (r *report) writePeersBlocking(b *strings.Builder, pr *peersRuns) {
 	}
 	fmt.Fprintf(b, "\nEach server in turn, alone with dnsperf and the in-process fakes, started three times: without the list (RSS once it forwards), "+
 		"with the list and its caches off (the time from its start to its first blocked answer, polled every %v; its RSS then, VmRSS and VmHWM; then (c)), "+
-		"with the list and its caches on ((b), then (a)); that last start again in each later round (%d in all), every server in turn, "+
-		"and (a) and (b) are each server's run of median QPS over the rounds (every round's below). Ratios are to the ceiling of the same query file (queries dnsperf gave up on, after its 5 s timeout, follow as lost), dnsperf straight at the fake, "+
+		"with the list and its caches on ((b), then (a)); the last two starts again in each later round (%d in all), every server in turn, "+
+		"and (a), (b) and (c) are each server's run of median QPS over the rounds (every round's below). Ratios are to the ceiling of the same query file (queries dnsperf gave up on, after its 5 s timeout, follow as lost), dnsperf straight at the fake, "+
 		"measured at the start of this run; CPU per query is the server's own user and system time (/proc/PID/stat, every thread) "+
 		"over the queries dnsperf completed (the ceiling's: the fake's). (a) asks the list's names in the order generated, (b) the hits rows' %s names, "+
 		"(c) the throughput rows' %s names. Queries of (a) that reached the fakes: %s.\n",
 		loadPoll, r.cfg.peers.rounds, thousands(float64(r.cfg.hitNames)), thousands(float64(r.cfg.names)), strings.Join(upstream, ", "))
 	if r.cfg.peers.rounds > 1 {
-		b.WriteString("\nThe rounds, QPS in order (a) blocked; (b) hits:\n\n")
+		b.WriteString("\nThe rounds, QPS in order (a) blocked; (b) hits; (c) forwarding:\n\n")
 		for _, row := range pr.rows {
 			if row.blocked == nil {
 				continue
@@ -75,7 +75,7 @@ func (r *report) writePeersBlocking(b *strings.Builder, pr *peersRuns) {
 				}
 				return strings.Join(out, ", ")
 			}
-			fmt.Fprintf(b, "- %s: (a) %s; (b) %s\n", row.name, qps(row.blockedRuns), qps(row.hitsRuns))
+			fmt.Fprintf(b, "- %s: (a) %s; (b) %s; (c) %s\n", row.name, qps(row.blockedRuns), qps(row.hitsRuns), qps(row.fwdRuns))
 		}
 	}
 	b.WriteString("\nConfigurations (written by `cmd/nxdnsbench`, peers_conf.go; `-keep` keeps them): " +
