@@ -34,6 +34,11 @@ func FuzzAPI(f *testing.F) {
 		{0, "from=-99999999999&to=9300000000"}, {0, "rcode=4096"}, {0, "%zz=1&limit=2"}, {0, "client=::ffff:192.168.1.10"},
 		{1, "what=domains"}, {1, "what=blocked&limit=1000"}, {1, "what=clients&from=0&to=1"}, {1, "what=upstreams&from=1&to=0"},
 		{1, "what=z"}, {1, "limit=99999999999999999999"},
+		// The widest range: centuries of hours past the newest row (this
+		// took 6 s and 1.7 GB, one hour at a time, before the top lists
+		// stopped at the newest row).
+		{1, "from=-99999999999&to=99999999999"}, {1, "what=clients&from=-99999999999&to=99999999999"},
+		{0, "from=-99999999999&to=99999999999"}, {2, "from=-99999999999&to=99999999999"},
 		{2, ""}, {2, "step=1"}, {2, "step=31622401"}, {2, "step=1&from=0"}, {2, "from=-99999999999&to=99999999999&step=31622400"},
 		{2, "from=2026-11-29T18:00:00.123456+01:00&to=2026-11-29T18:10:00Z&step=7"},
 	} {

@@ -14,8 +14,13 @@ func (s *sqliteStore) topRolled(ctx context.Context, list int, lo, hi int64, lim
 	snap, oldest, lo, release, err := s.syncFrom(ctx, lo)
 	defer release()
 	r := &s.roll
-	if err != nil || lo >= hi {
+	if err != nil {
 		return []count{}, err
+	}
+	// Past the newest row there is nothing to count: a range that ends
+	// centuries ahead (to=99999999999) would walk every hour up to it.
+	if hi = min(hi, s.newestKey(snap)+1); lo >= hi {
+		return []count{}, nil
 	}
 	h0, h1 := split(lo, hi, usPerHour)
 	// Every hour needed first: rolling one up adds keys to the table, which
@@ -112,6 +117,24 @@ func (s *sqliteStore) topRolled(ctx context.Context, list int, lo, hi int64, lim
 		m.less(lp.hr, lp.c)
 	}
 	return m.ranked(limit), nil
+}
+
+// newestKey is the newest row's key the store holds (written, sealed or
+// not), as far as the snapshot and the rollups of the hours not closed
+// know; below every key when it holds none. The caller holds the
+// rollups' lock (syncFrom).
+func (s *sqliteStore) newestKey(snap *chunkSnap) int64 {
+	k := snap.newest().last
+	for _, h := range snap.smalls {
+		k = max(k, h.last)
+	}
+	for _, c := range s.roll.open {
+		k = max(k, lastOf(c))
+	}
+	for _, c := range s.roll.smalls {
+		k = max(k, lastOf(c))
+	}
+	return k
 }
 
 func lastOf(c *counts) int64 {
