@@ -185,7 +185,7 @@ func measurePeersBlocking(ctx context.Context, c runConfig, dir string, cache ca
 				continue
 			}
 			progress("blocking run, round %d of %d: %s", round, c.peers.rounds, p.name)
-			if err := e.measureRound(ctx, p, row, fwdQueries, hitsQueries); err != nil {
+			if err := e.measureRound(ctx, p, row, fwdQueries, hitsQueries, false); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -387,10 +387,6 @@ func (e *peersEnv) start(ctx context.Context, p blockPeer, tag string, list, cac
 // forwarding row; with the list and its caches on, the hits and blocked
 // rows.
 func (e *peersEnv) measurePeer(ctx context.Context, p blockPeer, row *peerRow, fwdQueries, hitsQueries string) error {
-	logged := func(ch *child, err error) error {
-		b, _ := os.ReadFile(ch.log)
-		return fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
-	}
 	e.progress("blocking run: %s without the list", p.name)
 	ch, _, err := e.start(ctx, p, "nolist", false, true)
 	if err != nil {
@@ -402,39 +398,42 @@ func (e *peersEnv) measurePeer(ctx context.Context, p blockPeer, row *peerRow, f
 	}
 	ch.stop()
 	if err != nil {
-		return logged(ch, err)
+		return childFailed(ch, err)
 	}
-
 	e.progress("blocking run: %s with %s names, caches off: loading", p.name, thousands(float64(e.lists.names)))
-	if ch, err = e.startLoaded(ctx, p, "forwarding", false, row); err != nil {
-		return err
-	}
-	e.progress("blocking run: %s loaded in %v; forwarding: dnsperf %s -> %s", p.name, row.load.Round(time.Millisecond), e.c.perf, ch.addr)
-	fwd, err := measure(ctx, e.c, ch, ch.addr, fwdQueries, e.upstream, nil)
-	ch.stop()
-	if err != nil {
-		return logged(ch, err)
-	}
-	row.fwdRuns = append(row.fwdRuns, fwd)
-	return e.measureCached(ctx, p, row, hitsQueries)
+	return e.measureRound(ctx, p, row, fwdQueries, hitsQueries, true)
 }
 
-// measureRound is a later round of p: (c) at a fresh start with the list
-// and its caches off, then (b) and (a) at another with them on.
-func (e *peersEnv) measureRound(ctx context.Context, p blockPeer, row *peerRow, fwdQueries, hitsQueries string) error {
-	ch, err := e.startLoaded(ctx, p, "forwarding", false, nil)
+// measureRound is a round of p: (c) at a fresh start with the list and
+// its caches off (in the first round, the load time and the RSS at the
+// first blocked answer recorded there too), then (b) and (a) at another
+// with them on.
+func (e *peersEnv) measureRound(ctx context.Context, p blockPeer, row *peerRow, fwdQueries, hitsQueries string, first bool) error {
+	loadOf := row
+	if !first {
+		loadOf = nil
+	}
+	ch, err := e.startLoaded(ctx, p, "forwarding", false, loadOf)
 	if err != nil {
 		return err
+	}
+	if first {
+		e.progress("blocking run: %s loaded in %v", p.name, row.load.Round(time.Millisecond))
 	}
 	e.progress("blocking run: %s forwarding: dnsperf %s -> %s", p.name, e.c.perf, ch.addr)
 	fwd, err := measure(ctx, e.c, ch, ch.addr, fwdQueries, e.upstream, nil)
 	ch.stop()
 	if err != nil {
-		b, _ := os.ReadFile(ch.log)
-		return fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
+		return childFailed(ch, err)
 	}
 	row.fwdRuns = append(row.fwdRuns, fwd)
 	return e.measureCached(ctx, p, row, hitsQueries)
+}
+
+// childFailed is err with ch's name and the last lines of its log.
+func childFailed(ch *child, err error) error {
+	b, _ := os.ReadFile(ch.log)
+	return fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
 }
 
 // measureCached starts p afresh with the list and its caches on and adds
@@ -446,19 +445,15 @@ func (e *peersEnv) measureCached(ctx context.Context, p blockPeer, row *peerRow,
 		return err
 	}
 	defer ch.stop()
-	logged := func(err error) error {
-		b, _ := os.ReadFile(ch.log)
-		return fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
-	}
 	e.progress("blocking run: %s hits: dnsperf %s -> %s", p.name, e.c.perf, ch.addr)
 	hits, err := measure(ctx, e.c, ch, ch.addr, hitsQueries, e.upstream, nil)
 	if err != nil {
-		return logged(err)
+		return childFailed(ch, err)
 	}
 	e.progress("blocking run: %s blocked names: dnsperf %s -> %s", p.name, e.c.perf, ch.addr)
 	blocked, err := measure(ctx, e.c, ch, ch.addr, e.lists.queries, e.upstream, nil)
 	if err != nil {
-		return logged(err)
+		return childFailed(ch, err)
 	}
 	row.hitsRuns, row.blockedRuns = append(row.hitsRuns, hits), append(row.blockedRuns, blocked)
 	if p.history {
@@ -479,8 +474,7 @@ func (e *peersEnv) startLoaded(ctx context.Context, p blockPeer, tag string, cac
 	}
 	fail := func(err error) (*child, error) {
 		ch.stop()
-		b, _ := os.ReadFile(ch.log)
-		return nil, fmt.Errorf("%s: %w (log %s: %s)", ch.name, err, ch.log, lastLines(string(b), 3))
+		return nil, childFailed(ch, err)
 	}
 	load, err := waitBlocked(ctx, ch, e.lists.first, started, e.c.peers.loadTimeout)
 	if err != nil {
