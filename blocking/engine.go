@@ -59,6 +59,7 @@ type snapshot struct {
 	cname  bool         // cname_inspection
 	answer Answer       // what a blocked query is answered
 	serial uint32       // this snapshot's number, never 0 once stored (Rules.Serial)
+	memo   *memo        // its blocked decisions (memo.go); never nil once prepared
 }
 
 // serials numbers the snapshots as they are stored.
@@ -70,8 +71,10 @@ type setView struct {
 	exactLabels, belowLabels uint64
 }
 
-// prepare fills s.views from its sets, once they are in place.
+// prepare fills s.views from its sets, once they are in place, and gives
+// s an empty memory of decisions.
 func (s *snapshot) prepare() {
+	s.memo = new(memo)
 	s.views = nil
 	var views []setView
 	for _, lr := range append([]*listRules{s.custom}, s.lists...) {

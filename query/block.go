@@ -44,7 +44,9 @@ var (
 // rules in force were found to name nothing of (cache.Hit.NamesNothing)
 // needs no decision. A million rules are far more memory than a
 // processor's caches hold, and each suffix of a name probes a random
-// line of it; the note on the entry spares a hit those probes.
+// line of it; the note on the entry spares a hit those probes, and the
+// rules' memory of what they blocked (blocking/memo.go, keyed by the
+// cache's hash of the question) spares a blocked name asked again.
 func (h *Handler) answerBlocked(s *scratch) (*dns.Msg, []byte, int, bool) {
 	if h.block.Idle() {
 		return nil, nil, 0, false
@@ -91,7 +93,14 @@ func (h *Handler) decideName(s *scratch, rules blocking.Rules, qname []byte) (*d
 	if rules.NamesClients() {
 		names = h.clientNames(s, nb[:0])
 	}
-	rules.DecideTo(&d, s.entry.Client.Addr(), names, qname)
+	if s.looked {
+		// The cache's hash of the question keys the rules' memory of
+		// blocked decisions: a blocked name asked again is decided
+		// without a look at the rules (blocking/memo.go).
+		rules.DecideKeyed(&d, s.entry.Client.Addr(), names, qname, s.keyHash)
+	} else {
+		rules.DecideTo(&d, s.entry.Client.Addr(), names, qname)
+	}
 	s.allowed = d.Allowed
 	if !d.Blocked {
 		if d.NamesNothing() {
