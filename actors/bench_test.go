@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -27,6 +29,41 @@ func BenchmarkPoolExchange(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		q := packed(b, query())
+		var trail [4]Attempt
+		ctx := context.Background()
+		for pb.Next() {
+			if r := pool.Exchange(ctx, q, time.Now(), trail[:0]); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	})
+}
+
+// BenchmarkPoolExchangeWaiting is BenchmarkPoolExchange for one client
+// whose queries outnumber the slots, as under dnsperf's load: most of
+// them wait for a slot, and the client's share is weighed and counted on
+// every one (share.go, wait.go).
+func BenchmarkPoolExchangeWaiting(b *testing.B) {
+	reply := query()
+	reply.Response = true
+	instant := transport.ExchangerFunc(func(context.Context, *transport.Query, time.Time) (transport.Answer, error) {
+		runtime.Gosched() // an exchange that yields, so that the slot is held a while
+		return transport.Answer{Msg: reply}, nil
+	})
+	pool, err := NewPool(defaults, []Spec{
+		{Name: "a", Slots: 2, Transport: instant},
+		{Name: "b", Slots: 2, Transport: instant},
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	client := netip.MustParseAddr("127.0.0.1")
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		q := packed(b, query())
+		q.Client = client
 		var trail [4]Attempt
 		ctx := context.Background()
 		for pb.Next() {
