@@ -13,20 +13,7 @@ import (
 // BenchmarkPoolExchange measures the pool's own cost per query: an instant
 // transport, two upstreams, queries from every core at once.
 func BenchmarkPoolExchange(b *testing.B) {
-	reply := query()
-	reply.Response = true
-	instant := transport.ExchangerFunc(func(context.Context, *transport.Query, time.Time) (transport.Answer, error) {
-		return transport.Answer{Msg: reply}, nil
-	})
-	pool, err := NewPool(defaults, []Spec{
-		{Name: "a", Slots: 1024, Transport: instant},
-		{Name: "b", Slots: 1024, Transport: instant},
-	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	b.ReportAllocs()
+	pool := benchPool(b, 1024, nil)
 	b.RunParallel(func(pb *testing.PB) {
 		q := packed(b, query())
 		var trail [4]Attempt
@@ -44,22 +31,8 @@ func BenchmarkPoolExchange(b *testing.B) {
 // them wait for a slot, and the client's share is weighed and counted on
 // every one (share.go, wait.go).
 func BenchmarkPoolExchangeWaiting(b *testing.B) {
-	reply := query()
-	reply.Response = true
-	instant := transport.ExchangerFunc(func(context.Context, *transport.Query, time.Time) (transport.Answer, error) {
-		runtime.Gosched() // an exchange that yields, so that the slot is held a while
-		return transport.Answer{Msg: reply}, nil
-	})
-	pool, err := NewPool(defaults, []Spec{
-		{Name: "a", Slots: 2, Transport: instant},
-		{Name: "b", Slots: 2, Transport: instant},
-	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+	pool := benchPool(b, 2, runtime.Gosched) // an exchange that yields, so that the slot is held a while
 	client := netip.MustParseAddr("127.0.0.1")
-	b.ReportAllocs()
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		q := packed(b, query())
@@ -72,4 +45,27 @@ func BenchmarkPoolExchangeWaiting(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchPool is a pool of two upstreams of slots each whose transport
+// answers at once, after calling during (if not nil), closed when b ends.
+func benchPool(b *testing.B, slots int, during func()) *Pool {
+	reply := query()
+	reply.Response = true
+	instant := transport.ExchangerFunc(func(context.Context, *transport.Query, time.Time) (transport.Answer, error) {
+		if during != nil {
+			during()
+		}
+		return transport.Answer{Msg: reply}, nil
+	})
+	pool, err := NewPool(defaults, []Spec{
+		{Name: "a", Slots: slots, Transport: instant},
+		{Name: "b", Slots: slots, Transport: instant},
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	b.ReportAllocs()
+	return pool
 }
