@@ -20,7 +20,7 @@ type permit struct {
 func (p *permit) hold() {
 	p.slot = true
 	if p.c != nil {
-		p.c.held.Add(1)
+		p.c.add(1, 0)
 	}
 }
 
@@ -30,7 +30,7 @@ func (p *permit) releaseSlot() {
 	if p.slot {
 		p.slot = false
 		if p.c != nil {
-			p.c.held.Add(-1)
+			p.c.add(-1, 0)
 		}
 		p.u.release()
 	}

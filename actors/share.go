@@ -67,17 +67,37 @@ const reservePerRival = 2
 // clientShare is one client's counters (or those of the clients that share
 // its bucket).
 type clientShare struct {
-	held    atomic.Int32 // slots its queries hold
-	waiting atomic.Int32 // its queries in a blocking slot wait
-	epoch   atomic.Int64 // the last epoch it was counted active in
+	// counts holds the slots its queries hold (the low 32 bits) and its
+	// queries in a blocking slot wait (the high 32 bits), in one word so
+	// that a query that ends its wait with a slot moves from one to the
+	// other in one atomic add (add), and standing reads both at one
+	// instant. Each half stays at or above zero, so no add borrows from
+	// the other.
+	counts atomic.Uint64
+	epoch  atomic.Int64 // the last epoch it was counted active in
+}
+
+// add adds held and waiting to c's counts.
+func (c *clientShare) add(held, waiting int) {
+	c.counts.Add(uint64(int64(waiting)<<32 + int64(held)))
+}
+
+// load returns c's counts: slots held, queries waiting.
+func (c *clientShare) load() (held, waiting int) {
+	v := c.counts.Load()
+	return int(int32(uint32(v))), int(int32(v >> 32))
 }
 
 // shares is the pool's table of clients and what the fairness rule reads.
 type shares struct {
 	k0, k1 uint64 // the hash's keys: random per pool, never shown
 
-	waiting atomic.Int32 // queries in a blocking slot wait, every client's
-	lone    atomic.Int32 // of them, those that began waiting with no other client active: the ones a kick is for
+	// waits counts the queries in a blocking slot wait, every client's
+	// (the low 32 bits), and of them those that began waiting with no
+	// other client active, the ones a kick is for (the lone, the high 32
+	// bits): one word, so that a lone waiter counts itself in both with
+	// one atomic add. Each half stays at or above zero.
+	waits atomic.Uint64
 
 	// active counts the clients active per epoch, by the epoch's parity:
 	// the epoch's low 32 bits, then the count in the low 32 bits of the
@@ -173,6 +193,19 @@ func (s *shares) count(e int64) int {
 	return int(uint32(v))
 }
 
+// The deltas of shares.waits: one waiter, one lone waiter.
+const (
+	waitOne     int64 = 1
+	waitOneLone int64 = 1<<32 | 1
+)
+
+// addWaits adds delta to s.waits and returns the new value.
+func (s *shares) addWaits(delta int64) uint64 { return s.waits.Add(uint64(delta)) }
+
+// waitingOf and loneOf read the halves of a shares.waits value.
+func waitingOf(v uint64) int { return int(int32(uint32(v))) }
+func loneOf(v uint64) int    { return int(int32(v >> 32)) }
+
 // wake closes the kick channel, waking every query that waits for a slot,
 // and puts a new one in its place.
 func (s *shares) wake() {
@@ -201,12 +234,12 @@ func (p *Pool) standing(c *clientShare, n int) standing {
 		}
 	}
 	share := max(1, slots/n)
-	waiting := int(c.waiting.Load())
+	held, waiting := c.load()
 	return standing{
-		held:    int(c.held.Load()),
+		held:    held,
 		waiting: waiting,
 		share:   share,
-		rivals:  int(p.shares.waiting.Load()) > waiting,
+		rivals:  waitingOf(p.shares.waits.Load()) > waiting,
 		free:    slots - taken,
 		reserve: min(reservePerRival*(n-1), max(1, slots/8), slots-share),
 	}

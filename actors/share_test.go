@@ -238,8 +238,55 @@ func TestOwnQueriesAreNoClient(t *testing.T) {
 		if got := pool.ShareRefusedTotal(); got != 0 {
 			t.Errorf("share refused total %d, want 0", got)
 		}
-		if c := pool.shares.client(netip.Addr{}); c.epoch.Load() != 0 || c.held.Load() != 0 {
+		if c := pool.shares.client(netip.Addr{}); c.epoch.Load() != 0 || c.counts.Load() != 0 {
 			t.Error("the query of nxdnsd's own was counted as a client")
+		}
+	})
+}
+
+// A lone waiter that a kick finds below its share goes on waiting, no
+// longer lone, and takes the next slot; every share counter is back at
+// zero once all is answered. nxdnsd's own queries (a refresh: no client)
+// hold three of the four slots, so that A, holding one and waiting for
+// another, is below its share of two once B comes.
+func TestKickedWaiterBelowItsShareWaitsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan error)
+		pool, _ := newTestPool(t, defaults, up{slots: 4, fn: byName(gated(gate), gated(gate))})
+		var all []<-chan Result
+		for range 3 {
+			all = append(all, ask(t, pool, netip.Addr{}, slowName))
+		}
+		synctest.Wait()
+		a1 := ask(t, pool, clientA, slowName)
+		synctest.Wait()
+		a2 := ask(t, pool, clientA, slowName) // waits, alone
+		synctest.Wait()
+		// sharesAtRest counts a waiter twice: its client's and the pool's.
+		if _, waiting, lone := sharesAtRest(pool); waiting != 2 || lone != 1 {
+			t.Fatalf("A's second query: %d waiting (counted twice), %d lone; want 2 and 1", waiting, lone)
+		}
+		b := ask(t, pool, clientB, fastName) // waits too, and kicks A's
+		synctest.Wait()
+		if in := results(a2); len(in) != 0 {
+			t.Fatalf("A's waiter, below its share, ended at the kick: %+v", in[0])
+		}
+		if held, waiting, lone := sharesAtRest(pool); held != 1 || waiting != 4 || lone != 0 {
+			t.Fatalf("after the kick: %d held, %d waiting (counted twice), %d lone; want A's 1, A's and B's waiting (4), none lone", held, waiting, lone)
+		}
+		all = append(all, a1, a2, b)
+		releaseAll(gate, 6)
+		synctest.Wait()
+		for i, r := range results(all...) {
+			if r.Err != nil {
+				t.Errorf("query %d: %v", i, r.Err)
+			}
+		}
+		if got := len(results(all...)); got != 0 {
+			t.Errorf("%d results left over", got)
+		}
+		if held, waiting, lone := sharesAtRest(pool); held != 0 || waiting != 0 || lone != 0 {
+			t.Errorf("at rest: %d held, %d waiting, %d lone; want all zero", held, waiting, lone)
 		}
 	})
 }
@@ -249,10 +296,12 @@ func TestOwnQueriesAreNoClient(t *testing.T) {
 func sharesAtRest(pool *Pool) (held, waiting, lone int) {
 	s := pool.shares
 	for i := range s.table {
-		held += int(s.table[i].held.Load())
-		waiting += int(s.table[i].waiting.Load())
+		h, w := s.table[i].load()
+		held += h
+		waiting += w
 	}
-	return held, waiting + int(s.waiting.Load()), int(s.lone.Load())
+	v := s.waits.Load()
+	return held, waiting + waitingOf(v), loneOf(v)
 }
 
 // The pool counts clients as the listener does (wire/server/server_fair.go):

@@ -33,9 +33,9 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 	s, c := p.shares, d.client
 	var kick chan struct{} // nil, which never fires, for a query of nxdnsd's own
 	lone := false
+	took := false // the wait ends holding a slot, counted as c's
 	if c != nil {
-		s.waiting.Add(1)
-		c.waiting.Add(1)
+		c.add(0, 1)
 		// A waiter that begins alone may be over its share once others
 		// come: it is what a kick is for. One that begins among others is
 		// below its share (run refused it otherwise), and wakes the lone
@@ -50,9 +50,9 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 		lone = s.clients(start) == 1
 		if lone {
 			kick = *s.kick.Load()
-			s.lone.Add(1)
+			s.addWaits(waitOneLone)
 		} else {
-			if s.lone.Load() > 0 {
+			if loneOf(s.addWaits(waitOne)) > 0 {
 				s.wake()
 			}
 			kick = *s.kick.Load() // after its own kick, which is not for it
@@ -61,10 +61,15 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 	defer func() {
 		if c != nil {
 			if lone {
-				s.lone.Add(-1)
+				s.addWaits(-waitOneLone)
+			} else {
+				s.addWaits(-waitOne)
 			}
-			c.waiting.Add(-1)
-			s.waiting.Add(-1)
+			held := 0
+			if took {
+				held = 1 // from waiting to holding, in one add
+			}
+			c.add(held, -1)
 		}
 		d.now = time.Now()
 		w := d.now.Sub(start)
@@ -88,7 +93,7 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 			}
 			if lone && s.clients(d.now) > 1 {
 				lone = false
-				s.lone.Add(-1)
+				s.addWaits(waitOne - waitOneLone) // no longer lone; still waiting
 			}
 			kicked = false
 		}
@@ -106,9 +111,9 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 		case err != nil:
 			return permit{}, err
 		}
-		w := permit{u: p.upstreams[i], c: c, i: i}
-		w.hold()
-		return w, nil
+		// The slot is held, and counted as c's by the deferred add.
+		took = true
+		return permit{u: p.upstreams[i], c: c, i: i, slot: true}, nil
 	}
 }
 
