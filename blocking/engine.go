@@ -263,6 +263,12 @@ func (r Rules) DecideTo(d *Decision, client netip.Addr, clientNames []string, qn
 	}
 	var union listBits
 	g, lists := s.groupsOf(client, clientNames, &union)
+	s.decideFor(d, g, lists, qname)
+}
+
+// decideFor decides qname for a client of the groups g, whose lists are
+// lists, and counts a block.
+func (s *snapshot) decideFor(d *Decision, g uint64, lists *listBits, qname []byte) {
 	if !s.decideWire(qname, lists, d) {
 		*d = Decision{}
 		return

@@ -116,11 +116,6 @@ func (r Rules) DecideKeyed(d *Decision, client netip.Addr, clientNames []string,
 	if s.recall(k, g, d) {
 		return
 	}
-	if !s.decideWire(qname, lists, d) {
-		*d = Decision{}
-		return
-	}
-	d.groups = g
-	d.count()
+	s.decideFor(d, g, lists, qname)
 	s.remember(k, d)
 }
