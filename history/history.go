@@ -240,7 +240,13 @@ func (h *History) Record(row Row) {
 		return
 	default:
 	}
-	if !h.queue.push(&row) {
+	h.enqueue(&row)
+}
+
+// enqueue is Record past its stop check, where a Close may come between:
+// then the sealed queue refuses the row and it is counted as dropped.
+func (h *History) enqueue(row *Row) {
+	if !h.queue.push(row) {
 		h.queue.drop()
 		return
 	}
@@ -259,11 +265,10 @@ func (h *History) Close() error {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
-		// A row queued while the writer ended is not lost uncounted.
-		var q queued
-		for h.queue.pop(&q) {
-			h.queue.drop()
-		}
+		// A row queued while the writer ended, or by a Record that
+		// passed the stop check before it, is not lost uncounted.
+		h.queue.seal()
+		h.queue.discard()
 		err = h.st.close()
 	})
 	return err

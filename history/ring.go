@@ -1,6 +1,7 @@
 package history
 
 import (
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -24,7 +25,7 @@ import (
 // filled, lap+size once the writer has read it. A zero slot is free for
 // lap 0, so the memory is touched only as the ring first fills.
 type ring struct {
-	tail atomic.Uint64 // the next position a producer claims
+	tail atomic.Uint64 // the next position a producer claims; with the sealed bit once sealed
 	_    [56]byte
 	head atomic.Uint64 // the next position the writer reads; stored by the consumer alone
 	_    [56]byte
@@ -51,6 +52,9 @@ type dropStripe struct {
 	n atomic.Uint64
 	_ [56]byte
 }
+
+// sealed is tail's top bit, set by seal: every push after it fails.
+const sealed = 1 << 63
 
 // newRing returns an empty ring of size rows, at least 2 (with one slot,
 // a filled slot's seq would read as free for the next lap).
@@ -81,6 +85,9 @@ func (r *ring) index(pos uint64) (*ringSlot, uint64) {
 func (r *ring) push(row *Row) bool {
 	pos := r.tail.Load()
 	for {
+		if pos&sealed != 0 {
+			return false
+		}
 		s, lap := r.index(pos)
 		switch seq := s.seq.Load(); {
 		case seq == lap: // free: claim it
@@ -92,7 +99,7 @@ func (r *ring) push(row *Row) bool {
 		case seq < lap: // the previous lap's row, not read yet: full
 			return false
 		}
-		// Another producer claimed pos first.
+		// Another producer claimed pos first, or seal came between.
 		pos = r.tail.Load()
 	}
 }
@@ -117,7 +124,36 @@ func (r *ring) pop(q *queued) bool {
 // len is how many rows are queued or being queued: a bound, not an
 // exact figure, while producers push.
 func (r *ring) len() int {
-	return int(r.tail.Load() - r.head.Load())
+	return int(r.tail.Load()&^sealed - r.head.Load())
+}
+
+// seal makes every later push fail. A producer past Record's stop check
+// either claimed its position before the seal, and the row is among
+// those discard counts, or its push fails and Record counts the drop:
+// no row is left in the ring uncounted.
+func (r *ring) seal() {
+	for {
+		pos := r.tail.Load()
+		if pos&sealed != 0 || r.tail.CompareAndSwap(pos, pos|sealed) {
+			return
+		}
+	}
+}
+
+// discard takes every row left in a sealed ring and counts it dropped.
+// A position claimed but not yet filled is waited for: its producer
+// stores the row right after its claim, with nothing between that can
+// block. Only the consumer calls it, after seal.
+func (r *ring) discard() {
+	end := r.tail.Load() &^ sealed
+	var q queued
+	for r.head.Load() < end {
+		if !r.pop(&q) {
+			runtime.Gosched()
+			continue
+		}
+		r.drop()
+	}
 }
 
 // drop counts one dropped row in the caller's stripe.

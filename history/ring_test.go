@@ -6,6 +6,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdnsd/nxdnsd/config"
 )
 
 // A ring takes exactly its size before it is full, gives the rows back
@@ -113,3 +117,97 @@ func TestRingConservesRowsUnderContention(t *testing.T) {
 	}
 	t.Logf("%d rows through a 64-row ring, %d dropped", total, r.dropped())
 }
+
+// A sealed ring takes no row, and discard counts every row it still held
+// as dropped, so that a push racing the History's Close is either
+// refused (and its Record counts the drop) or counted by Close. Mutation
+// check: a push that ignores the sealed bit takes the row after seal,
+// and the row stays in the ring, counted nowhere.
+func TestSealedRingRefusesAndCountsWhatItHeld(t *testing.T) {
+	t.Parallel()
+	r := newRing(4)
+	for i := range 2 {
+		row := Row{QName: strconv.Itoa(i)}
+		if !r.push(&row) {
+			t.Fatalf("push %d refused before seal", i)
+		}
+	}
+	r.seal()
+	r.seal() // a second seal changes nothing
+	late := Row{QName: "late"}
+	if r.push(&late) {
+		t.Fatal("a push after seal was taken")
+	}
+	if got := r.len(); got != 2 {
+		t.Fatalf("len %d after seal, want 2", got)
+	}
+	r.discard()
+	if got, d := r.len(), r.dropped(); got != 0 || d != 2 {
+		t.Fatalf("after discard: len %d, dropped %d; want 0 and 2", got, d)
+	}
+	var q queued
+	if r.pop(&q) {
+		t.Fatalf("popped %q after discard", q.qname)
+	}
+}
+
+// A Record that passed its stop check just before Close, and queues its
+// row only after Close's last drain, has the row counted as dropped: it
+// is not left in the queue, written by nobody and counted nowhere.
+// Mutation check: Close draining the queue without sealing it leaves
+// the late row uncounted (dropped 0).
+func TestRecordLateForCloseIsCounted(t *testing.T) {
+	t.Parallel()
+	h := start(acceptingStore{}, config.Default().History, zap.NewNop(), time.Now)
+	h.Record(Row{QName: "early."})
+	h.Sync()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(&Row{QName: "late."}) // Record's step after its stop check
+	if r, d := h.Rows(), h.Dropped(); r != 1 || d != 1 {
+		t.Fatalf("written %d, dropped %d; want 1 and 1", r, d)
+	}
+	if n := h.queue.len(); n != 0 {
+		t.Fatalf("%d rows left in the queue after Close", n)
+	}
+}
+
+// Every row offered while Close runs is written or counted as dropped:
+// Rows()+Dropped() is what the Records offered, however they interleave
+// with the writer's end and Close's last drain (run with -race).
+func TestRecordRacingCloseIsCounted(t *testing.T) {
+	t.Parallel()
+	const rounds, producers, each = 200, 4, 50
+	for round := range rounds {
+		h := start(acceptingStore{}, config.Default().History, zap.NewNop(), time.Now)
+		var wg sync.WaitGroup
+		begin := make(chan struct{})
+		for range producers {
+			wg.Go(func() {
+				<-begin
+				for range each {
+					h.Record(Row{QName: "x."})
+				}
+			})
+		}
+		close(begin)
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if got := h.Rows() + h.Dropped(); got != producers*each {
+			t.Fatalf("round %d: %d written + %d dropped = %d, want %d",
+				round, h.Rows(), h.Dropped(), got, producers*each)
+		}
+	}
+}
+
+// acceptingStore takes every batch at once and keeps nothing.
+type acceptingStore struct{ store }
+
+func (acceptingStore) write([]Row) error                       { return nil }
+func (acceptingStore) maintain(time.Time, int64) (bool, error) { return false, nil }
+func (acceptingStore) used() int64                             { return 0 }
+func (acceptingStore) size() int64                             { return 0 }
+func (acceptingStore) close() error                            { return nil }
