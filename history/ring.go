@@ -131,14 +131,7 @@ func (r *ring) len() int {
 // either claimed its position before the seal, and the row is among
 // those discard counts, or its push fails and Record counts the drop:
 // no row is left in the ring uncounted.
-func (r *ring) seal() {
-	for {
-		pos := r.tail.Load()
-		if pos&sealed != 0 || r.tail.CompareAndSwap(pos, pos|sealed) {
-			return
-		}
-	}
-}
+func (r *ring) seal() { r.tail.Or(sealed) }
 
 // discard takes every row left in a sealed ring and counts it dropped.
 // A position claimed but not yet filled is waited for: its producer
