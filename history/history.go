@@ -240,13 +240,9 @@ func (h *History) Record(row Row) {
 		return
 	default:
 	}
-	h.enqueue(&row)
-}
-
-// enqueue is Record past its stop check, where a Close may come between:
-// then the sealed queue refuses the row and it is counted as dropped.
-func (h *History) enqueue(row *Row) {
-	if !h.queue.push(row) {
+	// A Close that comes between the check and the push has sealed the
+	// queue: the push fails and the row is counted as dropped.
+	if !h.queue.push(&row) {
 		h.queue.drop()
 		return
 	}

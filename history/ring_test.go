@@ -164,7 +164,10 @@ func TestRecordLateForCloseIsCounted(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h.enqueue(&Row{QName: "late."}) // Record's step after its stop check
+	// A Record that passed its stop check before Close: the writer has
+	// ended, so nothing else reads the channel swapped here.
+	h.stop = make(chan struct{})
+	h.Record(Row{QName: "late."})
 	if r, d := h.Rows(), h.Dropped(); r != 1 || d != 1 {
 		t.Fatalf("written %d, dropped %d; want 1 and 1", r, d)
 	}
