@@ -33,12 +33,14 @@ func BenchmarkPoolExchange(b *testing.B) {
 func BenchmarkPoolExchangeWaiting(b *testing.B) {
 	pool := benchPool(b, 2, runtime.Gosched) // an exchange that yields, so that the slot is held a while
 	client := netip.MustParseAddr("127.0.0.1")
+	// Every query under one cancellable context, the listener's (server.go).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		q := packed(b, query())
 		q.Client = client
 		var trail [4]Attempt
-		ctx := context.Background()
 		for pb.Next() {
 			if r := pool.Exchange(ctx, q, time.Now(), trail[:0]); r.Err != nil {
 				b.Fatal(r.Err)

@@ -118,6 +118,7 @@ func (p *Pool) bind() {
 // it.
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
+		p.shares.close()
 		for _, u := range p.upstreams {
 			u.stop()
 		}

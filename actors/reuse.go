@@ -86,6 +86,7 @@ func checkPool(p Policy, specs []Spec, kept []*Upstream) error {
 // CloseExcept of p does nothing.
 func (p *Pool) CloseExcept(next *Pool) {
 	p.closeOnce.Do(func() {
+		p.shares.close()
 		held := make(map[*Upstream]bool, len(next.upstreams))
 		for _, u := range next.upstreams {
 			held[u] = true

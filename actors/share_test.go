@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"testing/synctest"
@@ -333,4 +334,85 @@ func TestShareClientIsAnAddress(t *testing.T) {
 	if len(lan) < 200 {
 		t.Errorf("256 addresses of one /24 in %d buckets", len(lan))
 	}
+}
+
+// askUnder is ask under ctx.
+func askUnder(t *testing.T, ctx context.Context, pool *Pool, client netip.Addr, name string) <-chan Result {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	q := packed(t, m)
+	q.Client = client
+	done := make(chan Result, 1)
+	go func() { done <- pool.Exchange(ctx, q, time.Now(), nil) }()
+	return done
+}
+
+// A client's query waits for a slot on the kick channel alone when its
+// context is the one the pool adopted (share.go, adopt), the first a
+// client's query waited under: that context's end must still end the
+// wait, with its error, as must the end of a context the pool did not
+// adopt, on which the wait selects itself. Once the pool has closed, the
+// adopted context's end wakes nothing.
+func TestSlotWaitEndsWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan error)
+		pool, _ := newTestPool(t, defaults, up{slots: 1, fn: gated(gate)})
+		listener, endListener := context.WithCancel(t.Context())
+		other, endOther := context.WithCancel(t.Context())
+		defer endOther()
+		held := askUnder(t, t.Context(), pool, clientA, slowName)
+		synctest.Wait()
+		adopted := askUnder(t, listener, pool, clientA, slowName) // the first to wait
+		synctest.Wait()
+		notAdopted := askUnder(t, other, pool, clientA, slowName)
+		synctest.Wait()
+		if a := pool.shares.adopted.Load(); a == nil || a.done != listener.Done() {
+			t.Fatalf("adopted %+v, want the first waiter's context", a)
+		}
+		if in := results(adopted, notAdopted); len(in) != 0 {
+			t.Fatalf("%d waiters ended before any context did: %+v", len(in), in)
+		}
+
+		endListener()
+		synctest.Wait()
+		select {
+		case r := <-adopted:
+			if !errors.Is(r.Err, context.Canceled) || len(r.Attempts) != 0 {
+				t.Errorf("the adopted context's waiter: err %v after %d attempts, want context.Canceled before any", r.Err, len(r.Attempts))
+			}
+		default:
+			t.Fatal("the adopted context ended and its waiter still waits")
+		}
+		if in := results(notAdopted); len(in) != 0 {
+			t.Fatalf("another context's waiter ended with the adopted one's: %+v", in[0])
+		}
+
+		endOther()
+		synctest.Wait()
+		select {
+		case r := <-notAdopted:
+			if !errors.Is(r.Err, context.Canceled) {
+				t.Errorf("the other context's waiter: err %v, want context.Canceled", r.Err)
+			}
+		default:
+			t.Fatal("the other context ended and its waiter still waits")
+		}
+
+		gate <- nil
+		synctest.Wait()
+		if r := <-held; r.Err != nil {
+			t.Errorf("the query holding the slot: %v", r.Err)
+		}
+		if held, waiting, lone := sharesAtRest(pool); held != 0 || waiting != 0 || lone != 0 {
+			t.Errorf("at rest: %d held, %d waiting, %d lone; want all zero", held, waiting, lone)
+		}
+		if got := pool.QueuedTotal(); got != 2 {
+			t.Errorf("queued total %d, want the 2 waits", got)
+		}
+		pool.Close()
+		if a := pool.shares.adopted.Load(); a == nil || a.done != nil || a.stop != nil {
+			t.Errorf("after Close adopted %+v, want an empty adoption", a)
+		}
+	})
 }

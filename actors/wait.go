@@ -32,6 +32,8 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 	p.queued.Add(1)
 	s, c := p.shares, d.client
 	var kick chan struct{} // nil, which never fires, for a query of nxdnsd's own
+	done := d.ctx.Done()   // nil once the kick stands for it (adopt)
+	adopted := false
 	lone := false
 	took := false // the wait ends holding a slot, counted as c's
 	if c != nil {
@@ -56,6 +58,9 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 				s.wake()
 			}
 			kick = *s.kick.Load() // after its own kick, which is not for it
+		}
+		if done != nil && s.adopt(d.ctx, done) {
+			adopted, done = true, nil // ctx's end closes the kick channel
 		}
 	}
 	defer func() {
@@ -97,12 +102,19 @@ func (d *dispatch) wait(mask uint64) (permit, error) {
 			}
 			kicked = false
 		}
+		if adopted {
+			// After this round's read of the kick channel: an end of
+			// ctx that this misses closes that channel.
+			if err := d.ctx.Err(); err != nil {
+				return permit{}, err
+			}
+		}
 		var i int
 		var err error
 		if bits.OnesCount64(mask) <= len(fixedWait{}.ch) {
-			i, err = d.waitFixed(mask, timer.C, kick)
+			i, err = d.waitFixed(mask, timer.C, done, kick)
 		} else {
-			i, err = d.waitReflect(mask, timer.C, kick)
+			i, err = d.waitReflect(mask, timer.C, done, kick)
 		}
 		switch {
 		case err == errKicked:
@@ -125,7 +137,7 @@ type fixedWait struct {
 	idx [4]int
 }
 
-func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time, kick <-chan struct{}) (int, error) {
+func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time, done, kick <-chan struct{}) (int, error) {
 	var w fixedWait
 	n := 0
 	for m := mask; m != 0; m &= m - 1 {
@@ -145,7 +157,7 @@ func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time, kick <-chan
 		return w.idx[3], nil
 	case <-deadline:
 		return -1, ErrBudgetExhausted
-	case <-d.ctx.Done():
+	case <-done:
 		return -1, d.ctx.Err()
 	case <-kick:
 		return -1, errKicked
@@ -153,7 +165,7 @@ func (d *dispatch) waitFixed(mask uint64, deadline <-chan time.Time, kick <-chan
 }
 
 // waitReflect is the same select over any number of upstreams.
-func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time, kick <-chan struct{}) (int, error) {
+func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time, done, kick <-chan struct{}) (int, error) {
 	n := bits.OnesCount64(mask)
 	cases := make([]reflect.SelectCase, 0, n+3)
 	idx := make([]int, 0, n)
@@ -165,7 +177,7 @@ func (d *dispatch) waitReflect(mask uint64, deadline <-chan time.Time, kick <-ch
 	}
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(kick)},
 	)
 	chosen, _, _ := reflect.Select(cases)
