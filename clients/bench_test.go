@@ -44,6 +44,20 @@ func BenchmarkNameUnknown(b *testing.B) {
 	}
 }
 
+// BenchmarkNameLoopback is a client on loopback, the host itself, with
+// reverse lookups on: never looked up, so never in the PTR table either.
+func BenchmarkNameLoopback(b *testing.B) {
+	d := New(Config{ReverseLookup: true, PollInterval: time.Hour}, (&fakePTR{}).lookup, nil)
+	defer d.Close()
+	a := netip.MustParseAddr("127.0.0.1")
+	b.ReportAllocs()
+	for b.Loop() {
+		if d.Name(a) != "" {
+			b.Fatal("a loopback client named")
+		}
+	}
+}
+
 // BenchmarkMapBaseline is a bare map lookup over the same 10,000
 // addresses, the floor BenchmarkName is to be read against on a busy
 // machine.

@@ -43,22 +43,24 @@ type ptrEntry struct {
 // wantsPTR reports whether addr is looked up: a private address (RFC
 // 1918, CGNAT, ULA, link-local), not loopback.
 func wantsPTR(addr netip.Addr) bool {
-	return rebind.Private(addr) && !addr.IsLoopback() && !addr.IsUnspecified() && !(addr.Is4() && addr.As4()[0] == 0)
+	return !addr.IsLoopback() && rebind.Private(addr) && !addr.IsUnspecified() && !(addr.Is4() && addr.As4()[0] == 0)
 }
 
 // ptrName is Name's PTR part: the address's PTR name, asking for it when
 // it is unknown or stale.
+//
+// An address that is not looked up has no answer in the table (only a
+// lookup stores one), so it costs no lookup in it: a client on loopback,
+// the host itself, is told apart with one comparison.
 func (d *Directory) ptrName(addr netip.Addr) string {
-	if !d.reverse.Load() {
+	if !wantsPTR(addr) || !d.reverse.Load() {
 		return ""
 	}
 	e, ok := d.ptr.Load().m.get(addr)
 	if ok && !e.stale {
 		return e.name
 	}
-	if ok || wantsPTR(addr) {
-		d.request(addr)
-	}
+	d.request(addr)
 	return e.name
 }
 
