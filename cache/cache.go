@@ -165,9 +165,17 @@ func (c *Cache) Get(k Key, now time.Time) (Hit, State) {
 // once the lookup turns out to be a query the cache serves (the
 // blocking step looks before it knows; a blocked query is not counted).
 func (c *Cache) Peek(k Key, now time.Time) (Hit, State, uint64) {
-	h := c.hash(k)
-	hit, st := c.find(k, h, now)
+	var hit Hit
+	st, h := c.PeekInto(&k, now, &hit)
 	return hit, st, h
+}
+
+// PeekInto is Peek into *hit, for the query path: the entry is copied
+// once, from the shard into *hit, where returning a Hit copies it again
+// from stores of other widths, which the copy's loads wait for.
+func (c *Cache) PeekInto(k *Key, now time.Time, hit *Hit) (State, uint64) {
+	h := c.hash(*k)
+	return c.find(k, h, now, hit), h
 }
 
 // Count counts a lookup of the key whose hash Peek returned in the
@@ -190,17 +198,20 @@ func (c *Cache) CountHit(hit *Hit, h uint64) {
 	}
 }
 
-// find is k's entry, whose hash is h, at now.
-func (c *Cache) find(k Key, h uint64, now time.Time) (Hit, State) {
-	it, ok := c.shard(h).get(h)
-	if !ok || it.key != k {
-		return Hit{}, Miss
+// find puts k's entry, whose hash is h, at now in *hit (the zero Hit for
+// a Miss) and returns its state.
+func (c *Cache) find(k *Key, h uint64, now time.Time, hit *Hit) State {
+	if !c.shard(h).get(h, &hit.it) || hit.it.key != *k {
+		*hit = Hit{}
+		return Miss
 	}
-	st := it.state(now.UnixNano(), c.staleMaxAge)
+	st := hit.it.state(now.UnixNano(), c.staleMaxAge)
 	if st == Miss {
-		return Hit{}, Miss
+		*hit = Hit{}
+		return Miss
 	}
-	return Hit{c: c, h: h, it: it}, st
+	hit.c, hit.h = c, h
+	return st
 }
 
 // Put stores answer, an upstream's answer to k's question in DNS wire

@@ -56,15 +56,14 @@ type stats struct {
 }
 
 // get returns the item under h.
-func (s *shard) get(h uint64) (item, bool) {
+func (s *shard) get(h uint64, it *item) bool {
 	s.mu.RLock()
 	i, ok := s.index[h]
-	var it item
 	if ok {
-		it = s.items[i].it
+		*it = s.items[i].it
 	}
 	s.mu.RUnlock()
-	return it, ok
+	return ok
 }
 
 // cost is what it weighs against the budget.

@@ -55,10 +55,11 @@ const (
 	CacheCachedFailure = "cached_failure"
 )
 
-// cacheKey is r's key in the answer cache: its question, case folded, and
+// cacheKeyInto sets *k to r's key in the answer cache: its question, case folded, and
 // its DO and CD bits.
-func (r *request) cacheKey() cache.Key {
-	return cache.Key{Name: r.lname, Type: r.question[0].Qtype, Class: r.question[0].Qclass, DO: r.do, CD: r.cd}
+func (r *request) cacheKeyInto(k *cache.Key) {
+	// Field by field, not a literal copied in: see parseCommon's header.
+	k.Name, k.Type, k.Class, k.DO, k.CD = r.lname, r.question[0].Qtype, r.question[0].Qclass, r.do, r.cd
 }
 
 // fromCache answers r with a cached entry: its bytes for this client, with
@@ -171,8 +172,8 @@ func (h *Handler) lookUp(s *scratch) {
 		return
 	}
 	s.looked = true
-	s.key = s.req.cacheKey()
-	s.hit, s.state, s.keyHash = h.cache.Cache.Peek(s.key, s.entry.Time)
+	s.req.cacheKeyInto(&s.key)
+	s.state, s.keyHash = h.cache.Cache.PeekInto(&s.key, s.entry.Time, &s.hit)
 }
 
 // resolveStale answers r, whose entry hit has expired but may still be

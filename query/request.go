@@ -248,13 +248,17 @@ func (r *request) parseCommon(raw []byte, proto string) bool {
 	r.qbuf[0] = dns.Question{Name: qname, Qtype: qtype, Qclass: qclass}
 	r.question = r.qbuf[:]
 	r.msg.Question = r.question
-	r.msg.MsgHdr = dns.MsgHdr{
-		Id:                r.id,
-		Opcode:            dns.OpcodeQuery,
-		RecursionDesired:  r.rd,
-		AuthenticatedData: true, // see trim
-		CheckingDisabled:  r.cd,
-	}
+	// Field by field after a zeroing, not as a literal: the literal is
+	// built on the stack of byte-wide stores and copied from there in
+	// wider loads, which wait for those stores (perf: about half of
+	// parseCommon's samples on the cache-hit path).
+	h := &r.msg.MsgHdr
+	*h = dns.MsgHdr{}
+	h.Id = r.id
+	h.Opcode = dns.OpcodeQuery
+	h.RecursionDesired = r.rd
+	h.AuthenticatedData = true // see trim
+	h.CheckingDisabled = r.cd
 	r.common = raw
 	return true
 }
