@@ -171,9 +171,19 @@ func newShares() *shares {
 // addresses and be unknown to clients, not to resist analysis: the table
 // is an approximation either way.
 func (s *shares) client(a netip.Addr) *clientShare {
-	b := a.As16()
-	hi := binary.BigEndian.Uint64(b[:8]) ^ s.k0
-	lo := binary.BigEndian.Uint64(b[8:]) ^ s.k1
+	// An IPv4 address as its mapped form's halves, from its four bytes:
+	// As16's array is copied from two stores into one wider load, which
+	// waits for them.
+	hi, lo := uint64(0), uint64(0xffff)<<32
+	if a.Is4() {
+		b := a.As4()
+		lo |= uint64(binary.BigEndian.Uint32(b[:]))
+	} else {
+		b := a.As16()
+		hi, lo = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	}
+	hi ^= s.k0
+	lo ^= s.k1
 	h := (hi*0x9e3779b97f4a7c15 ^ lo) * 0xbf58476d1ce4e5b9
 	return &s.table[h>>(64-shareBits)]
 }

@@ -90,14 +90,15 @@ func (k *kept) pack(e *query.Entry, n int) {
 	if e.Rebind {
 		flags |= keptRebind
 	}
-	*k = kept{
-		client: e.Client, unixNano: e.Time.UnixNano(),
-		clientName: e.ClientName, qname: e.QName, upstream: e.Upstream, zone: e.Zone, list: e.List,
-		poolErr: e.PoolErr, duration: e.Duration, queued: e.Queued,
-		rcode: int32(e.Rcode), qtype: e.QType, qclass: e.QClass,
-		proto: wordCode(e.Proto), source: wordCode(e.Source), zoneOutcome: wordCode(e.ZoneOutcome), cacheResult: wordCode(e.CacheResult),
-		flags: flags, n: uint8(n),
-	}
+	// Every field, one by one, not a literal: a literal is built on the
+	// stack and copied from there in loads that wait for its narrower
+	// stores.
+	k.client, k.unixNano = e.Client, e.Time.UnixNano()
+	k.clientName, k.qname, k.upstream, k.zone, k.list = e.ClientName, e.QName, e.Upstream, e.Zone, e.List
+	k.poolErr, k.duration, k.queued = e.PoolErr, e.Duration, e.Queued
+	k.rcode, k.qtype, k.qclass = int32(e.Rcode), e.QType, e.QClass
+	k.proto, k.source, k.zoneOutcome, k.cacheResult = wordCode(e.Proto), wordCode(e.Source), wordCode(e.ZoneOutcome), wordCode(e.CacheResult)
+	k.flags, k.n = flags, uint8(n)
 }
 
 // unpack writes k into e as a query.Entry, without its attempts; its

@@ -102,6 +102,7 @@ func (r *request) query(s *scratch, buf []byte) *transport.Query {
 	if size := max(dnsmsg.ClientUDPSize(&r.msg), minAnswerBuf); cap(buf) < size {
 		buf = make([]byte, 0, size+optLen)
 	}
-	s.wq = transport.Query{Msg: &r.msg, Packed: packed, Buf: buf[:0]}
+	s.wq = transport.Query{} // then field by field: see parseCommon's header
+	s.wq.Msg, s.wq.Packed, s.wq.Buf = &r.msg, packed, buf[:0]
 	return &s.wq
 }

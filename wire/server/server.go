@@ -222,10 +222,10 @@ type Server struct {
 	adm              *Admission // Admission, or the Server's own
 	base             context.Context
 	cancel           context.CancelFunc
-	done             chan struct{}  // closed when Shutdown begins; wakes backoff waits and idle workers
-	udpWork          chan udpJob    // unbuffered: a send succeeds only when a UDP worker is idle; closed once its senders end
-	udp              []*net.UDPConn // every UDP socket, UDPSockets per address
-	udpAddrs         []net.Addr     // one per address, in the order of Listen
+	done             chan struct{}     // closed when Shutdown begins; wakes backoff waits and idle workers
+	udpWork          chan *clientQuery // unbuffered: a send succeeds only when a UDP worker is idle; closed once its senders end
+	udp              []*net.UDPConn    // every UDP socket, UDPSockets per address
+	udpAddrs         []net.Addr        // one per address, in the order of Listen
 	listeners        []*net.TCPListener
 	tlsListeners     []*net.TCPListener // TLSListen's, in its order
 	https            []*httpsListener   // HTTPSListen's, in its order
@@ -300,7 +300,7 @@ func (s *Server) Start() error {
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
-	s.udpWork = make(chan udpJob)
+	s.udpWork = make(chan *clientQuery)
 	s.conns = make(map[*clientConn]struct{})
 
 	// One reader per socket: it only reads, admits and hands the datagram

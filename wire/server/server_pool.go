@@ -23,6 +23,7 @@ type clientQuery struct {
 	buf   []byte
 	out   []byte        // for Request.Answer; allocated on first use
 	count *atomic.Int32 // the client's count of queries in flight, from admit
+	udp   udpReturn     // a UDP query's way back; zero for a stream's
 }
 
 var clientQueries = sync.Pool{
@@ -35,7 +36,10 @@ func getClientQuery(n int, proto string, client netip.AddrPort) *clientQuery {
 	if cap(q.buf) < n {
 		q.buf = make([]byte, n)
 	}
-	q.req = Request{Raw: q.buf[:n], Proto: proto, Client: client}
+	// Field by field after a zeroing, as take sets q.udp.
+	r := &q.req
+	*r = Request{}
+	r.Raw, r.Proto, r.Client = q.buf[:n], proto, client
 	return q
 }
 
@@ -45,6 +49,6 @@ func putClientQuery(q *clientQuery) {
 	if cap(q.buf) > clientQueryBufLen {
 		return
 	}
-	q.req, q.count = Request{}, nil
+	q.req, q.count, q.udp = Request{}, nil, udpReturn{}
 	clientQueries.Put(q)
 }

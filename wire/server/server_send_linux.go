@@ -66,13 +66,18 @@ func (w *udpSender) send(rc syscall.RawConn, v6 bool, b []byte, to netip.AddrPor
 	if len(b) == 0 || to.Addr().Zone() != "" {
 		return false, nil
 	}
-	w.hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&w.name)), Iov: &w.iov}
+	// Field by field after a zeroing, not as literals: a literal is built
+	// on the stack and copied from there in loads that wait for its
+	// narrower stores.
+	w.hdr = unix.Msghdr{}
+	w.hdr.Name, w.hdr.Iov = (*byte)(unsafe.Pointer(&w.name)), &w.iov
 	w.iov.Base = &b[0]
 	w.iov.SetLen(len(b))
 	w.hdr.SetIovlen(1)
 	ip := to.Addr()
 	if v6 {
-		w.name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ip.As16()}
+		w.name = unix.RawSockaddrInet6{}
+		w.name.Family, w.name.Addr = unix.AF_INET6, ip.As16()
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&w.name.Port))[:], to.Port())
 		w.hdr.Namelen = unix.SizeofSockaddrInet6
 	} else {
@@ -80,7 +85,8 @@ func (w *udpSender) send(rc syscall.RawConn, v6 bool, b []byte, to netip.AddrPor
 			return false, nil
 		}
 		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&w.name))
-		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ip.Unmap().As4()}
+		*sa = unix.RawSockaddrInet4{}
+		sa.Family, sa.Addr = unix.AF_INET, ip.Unmap().As4()
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], to.Port())
 		w.hdr.Namelen = unix.SizeofSockaddrInet4
 	}

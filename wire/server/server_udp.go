@@ -207,15 +207,18 @@ func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifin
 		q.out = make([]byte, 0, clientAnswerBufLen)
 	}
 	q.req.Answer = q.out[:0]
-	job := udpJob{pc: r.pc, rc: r.rc, v6: r.v6, q: q, to: from, local: local, ifindex: ifindex}
+	// Field by field, not a literal: a literal is built on the stack and
+	// copied from there in loads that wait for its narrower stores.
+	u := &q.udp
+	u.pc, u.rc, u.v6, u.to, u.local, u.ifindex = r.pc, r.rc, r.v6, from, local, ifindex
 	select {
-	case s.udpWork <- job:
+	case s.udpWork <- q:
 	default:
 		// No worker is idle. The Add is safe against Shutdown's Wait
 		// because this reader is itself counted, so the counter is
 		// never zero here.
 		s.wg.Add(1)
-		go s.udpWorker(job)
+		go s.udpWorker(q)
 	}
 	return nil
 }
@@ -227,13 +230,15 @@ func (r *udpReader) take(raw []byte, from netip.AddrPort, local netip.Addr, ifin
 // returns the memory after a burst.
 const udpWorkerIdle = 10 * time.Second
 
-// udpJob is one admitted datagram on its way to a worker; a job without a
-// query asks the idle worker that takes it to end.
-type udpJob struct {
+// udpReturn is where a UDP query's answer goes back: the socket it came
+// in on and its sender. It travels to a worker in the query's
+// clientQuery, which goes over udpWork as a pointer: a channel copies its
+// element on every handoff, and the handoff is on every forwarded query's
+// path. A nil query asks the idle worker that takes it to end.
+type udpReturn struct {
 	pc      *net.UDPConn
 	rc      syscall.RawConn // pc's, or nil (see udpSender)
 	v6      bool            // pc is an IPv6 socket
-	q       *clientQuery
 	to      netip.AddrPort
 	local   netip.Addr // the address the client asked, on a wildcard socket; else invalid
 	ifindex int32      // the interface it came in on, with local
@@ -244,15 +249,15 @@ type udpJob struct {
 // a timer in a blocking select is added to and taken off the runtime's
 // timer heap, under its lock, each time the worker parks (once per query
 // under load), and a select locks every channel in it.
-func (s *Server) udpWorker(job udpJob) {
+func (s *Server) udpWorker(q *clientQuery) {
 	defer s.wg.Done()
 	s.workers.Add(1)
 	defer s.workers.Add(-1)
 	w := newUDPSender()
 	for {
-		s.serveUDP(job, w)
-		job = <-s.udpWork
-		if job.q == nil {
+		s.serveUDP(q, w)
+		q = <-s.udpWork
+		if q == nil {
 			return // asked to end, or udpWork closed
 		}
 	}
@@ -277,7 +282,7 @@ func (s *Server) reapUDPWorkers() {
 		needed := s.peak.Swap(s.adm.inflight.Load())
 		for extra := s.workers.Load() - needed; extra > 0; extra-- {
 			select {
-			case s.udpWork <- udpJob{}:
+			case s.udpWork <- nil:
 			default:
 				extra = 0 // no worker is idle
 			}
@@ -289,22 +294,23 @@ func (s *Server) reapUDPWorkers() {
 }
 
 // serveUDP answers one admitted query and returns its permit.
-func (s *Server) serveUDP(job udpJob, w *udpSender) {
-	defer s.release(job.q.count) // evaluated now: putClientQuery clears it
-	defer putClientQuery(job.q)
-	answer := s.handle(&job.q.req)
+func (s *Server) serveUDP(q *clientQuery, w *udpSender) {
+	defer s.release(q.count) // evaluated now: putClientQuery clears it
+	defer putClientQuery(q)
+	answer := s.handle(&q.req)
 	if answer == nil {
 		return
 	}
-	if job.rc != nil {
-		if sent, err := w.send(job.rc, job.v6, answer, job.to, job.local, job.ifindex); sent {
+	u := &q.udp
+	if u.rc != nil {
+		if sent, err := w.send(u.rc, u.v6, answer, u.to, u.local, u.ifindex); sent {
 			if err != nil {
-				s.log.Debug("writing udp answer", zap.Stringer("client", job.to), zap.Error(err))
+				s.log.Debug("writing udp answer", zap.Stringer("client", u.to), zap.Error(err))
 			}
 			return
 		}
 	}
-	writeUDP(job.pc, answer, job.to, job.local, job.ifindex, s.log)
+	writeUDP(u.pc, answer, u.to, u.local, u.ifindex, s.log)
 }
 
 // writeUDP sends answer b to the client at to, from local (on interface
